@@ -1,0 +1,47 @@
+"""zklocks: distributed locks on Apache ZooKeeper.
+
+Fair (FIFO) and one-node exclusive locks, read/write locks and semaphores, each with a
+fencing token and notice of lock loss::
+
+    import zklocks
+
+    with zklocks.Client("127.0.0.1:2181") as client:
+        with client.lock("/locks/orders") as lease:
+            write_orders(token=lease.token)
+"""
+
+from zklocks._contenders import Contender
+from zklocks._errors import (
+    AlreadyHeld,
+    ClientClosed,
+    ConnectionFailed,
+    InvalidArgument,
+    InvalidPath,
+    LockError,
+    LockLost,
+    LockTimeout,
+    NotHeld,
+)
+from zklocks._lease import Lease
+from zklocks._sync.client import Client
+from zklocks._sync.locks import Lock, ReadWriteLock
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AlreadyHeld",
+    "Client",
+    "ClientClosed",
+    "ConnectionFailed",
+    "Contender",
+    "InvalidArgument",
+    "InvalidPath",
+    "Lease",
+    "Lock",
+    "LockError",
+    "LockLost",
+    "LockTimeout",
+    "NotHeld",
+    "ReadWriteLock",
+    "__version__",
+]

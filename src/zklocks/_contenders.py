@@ -1,0 +1,79 @@
+"""``contenders()``: who holds and who waits on a lock path, for people and tools.
+
+A flow like the acquire flow (no I/O): list the children, read every contender's data in
+one pipelined round trip, and mark the holders with the same strategies the lock uses,
+so what an operator sees is exactly what the lock decides.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Generator
+from dataclasses import dataclass
+from typing import Any
+
+from zklocks import _nodes
+from zklocks._errors import LockError
+from zklocks._ops import GetChildren, GetData, NodeData, Op, Pipeline
+from zklocks._protocol.errors import ConnectionLossError, NoNodeError
+from zklocks._strategies import holders
+
+
+@dataclass(frozen=True, slots=True)
+class Contender:
+    """One contender node under a lock path.
+
+    ``kind`` is "lock", "read", "write" or "lease" (a semaphore permit); ``sequence`` is
+    the integer ZooKeeper appended (0 for the one-node ``fair=False`` lock); ``token`` is
+    the fencing token the contender holds or will hold (its node's creation zxid).
+    """
+
+    node: str
+    kind: str
+    sequence: int
+    holder: bool
+    identifier: str
+    created: dt.datetime
+    token: int
+    host: str = ""
+    pid: int = 0
+
+
+def list_contenders(path: str) -> Generator[Op, Any, list[Contender]]:
+    """Holders first, then waiters in line order; nodes that vanish meanwhile are skipped."""
+    while True:
+        children = yield GetChildren(path)
+        if isinstance(children, NoNodeError):
+            return []
+        if isinstance(children, ConnectionLossError):
+            continue
+        if not isinstance(children, list):
+            raise LockError(f"cannot list {path}: {children}")
+        line = _nodes.queue(children)
+        replies = yield Pipeline(tuple(GetData(f"{path}/{node.name}") for node in line))
+        if any(isinstance(reply, ConnectionLossError) for reply in replies):
+            continue
+        read = [
+            (node, reply)
+            for node, reply in zip(line, replies, strict=True)
+            if isinstance(reply, NodeData)
+        ]
+        present = [node for node, _ in read]
+        holding = {node.name for node in holders(present)}
+        found = [_contender(path, node, reply, node.name in holding) for node, reply in read]
+        return sorted(found, key=lambda c: not c.holder)  # stable: line order kept
+
+
+def _contender(path: str, node: _nodes.NodeName, reply: NodeData, holder: bool) -> Contender:
+    payload = _nodes.decode_payload(reply.data)
+    return Contender(
+        node=f"{path}/{node.name}",
+        kind=node.kind,
+        sequence=node.sequence,
+        holder=holder,
+        identifier=payload.identifier,
+        created=dt.datetime.fromtimestamp(reply.stat.ctime_ms / 1000, tz=dt.timezone.utc),
+        token=reply.stat.czxid,
+        host=payload.host,
+        pid=payload.pid,
+    )

@@ -1,0 +1,57 @@
+"""The public exception tree.
+
+Every error a lock raises is a ``LockError``, and where a builtin means the same thing
+the error is that builtin too, so ``except TimeoutError`` and ``except ValueError`` work
+as a Python user expects::
+
+    LockError
+     +-- LockTimeout        (also TimeoutError)  acquire did not get the lock in time
+     +-- LockLost                                 the lease ended while the caller held it
+     +-- NotHeld            (also RuntimeError)   release() by a caller that holds nothing
+     +-- AlreadyHeld        (also RuntimeError)   re-acquire without reentrant=True
+     +-- InvalidArgument    (also ValueError)     bad path, permits, timeout, identifier...
+     |    +-- InvalidPath
+     +-- ClientClosed                             the client is not started or was stopped
+     +-- ConnectionFailed                         no ZooKeeper server answered in time
+
+ZooKeeper's own refusals (``zklocks._protocol.errors``) never escape a lock call bare:
+an unexpected one is raised as ``LockError`` with the original as ``__cause__``.
+"""
+
+from __future__ import annotations
+
+
+class LockError(Exception):
+    """Base class of every error zklocks raises."""
+
+
+class LockTimeout(LockError, TimeoutError):
+    """The lock was not acquired before the timeout; no node of ours is left behind."""
+
+
+class LockLost(LockError):
+    """The lease was lost (session expired, node deleted, or cut off too long)."""
+
+
+class NotHeld(LockError, RuntimeError):
+    """The calling thread or task does not hold this lock."""
+
+
+class AlreadyHeld(LockError, RuntimeError):
+    """The calling thread or task already holds this lock and it is not reentrant."""
+
+
+class InvalidArgument(LockError, ValueError):
+    """An argument was rejected before anything was sent to ZooKeeper."""
+
+
+class InvalidPath(InvalidArgument):
+    """The lock path is not an absolute, normalised ZooKeeper path we may use."""
+
+
+class ClientClosed(LockError):
+    """The client is not started, or was stopped: nothing can be sent."""
+
+
+class ConnectionFailed(LockError):
+    """No ZooKeeper server could be reached within the timeout."""

@@ -1,0 +1,346 @@
+"""Acquire and release as generators: every lock rule lives here, no I/O does.
+
+Theory of operation
+-------------------
+A flow yields an operation (``zklocks._ops``) and is resumed with its reply; the sync
+driver, the asyncio driver and the simulator run the same flows, so each rule below is
+written once and explored by the simulator under faults.
+
+Queued kinds (fair lock, read, write, semaphore lease):
+
+1. **Protected create.** ``create`` of an ephemeral sequential node whose name carries a
+   fresh attempt token, pipelined with ``getChildren`` of the lock path (ZooKeeper
+   answers one session's requests in order, so the listing already contains our node):
+   one round trip. If the parent is missing, create it (container nodes, so the server
+   removes empty lock paths) and try again. If the connection drops with the create in
+   flight, the server may have applied it: list the children, find our attempt token,
+   and adopt that node only if its ``ephemeralOwner`` is our current session; a node of
+   ours from an older session is deleted and we create again.
+2. **Decide.** The strategy for our kind (``zklocks._strategies``) says granted, or which
+   earlier nodes block us. Sequence numbers are integers ordered across the 32-bit wrap.
+3. **Wait.** Watch the blockers (exists-watches) and wait, with what remains of the one
+   deadline of the call, until one is *deleted*. Never trust a wake-up: decide again with
+   the deleted node removed; every rule is monotone, so a grant on that smaller queue is
+   a real grant (a waiter second in line takes over with no extra request). Otherwise
+   list the children again and decide afresh. If our own node is gone from the listing
+   (session expired, or someone deleted it) start over from 1.
+4. **Every way out deletes our node**: timeout, a non-blocking miss, a refusal, an error,
+   KeyboardInterrupt, task cancellation. If the create was in flight and its fate is
+   unknown, find our node by attempt token and delete it. Cleanup requests carry no
+   deadline: a connection loss during cleanup is retried after reconnect (an orphan
+   would block everyone), and a session expiry means the server has removed it already.
+
+One-node exclusive lock (``fair=False``, seed 000): create the ephemeral node ``lock``
+(its data names our attempt); if it exists, watch it and retry when it is deleted. One
+round trip uncontended; unfair by design (whoever creates first after a release wins).
+
+The fencing token of a grant is our node's creation zxid: ZooKeeper's global, strictly
+increasing transaction id, so a later holder of the same path always has a larger one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from dataclasses import dataclass, field
+from typing import Any, TypeAlias
+
+from zklocks import _nodes
+from zklocks._errors import ClientClosed, InvalidArgument, LockError, LockTimeout
+from zklocks._ops import (
+    TIMED_OUT,
+    AwaitDeletion,
+    Create,
+    Created,
+    CreateParents,
+    Delete,
+    Exists,
+    GetChildren,
+    GetData,
+    Gone,
+    NodeData,
+    Op,
+    Pipeline,
+    SessionId,
+    Stat,
+)
+from zklocks._protocol.errors import (
+    ClientClosedError,
+    ConnectionLossError,
+    NodeExistsError,
+    NoNodeError,
+    SessionExpiredError,
+    ZooKeeperError,
+)
+from zklocks._strategies import Granted, Refused, WaitFor, decide
+
+Flow: TypeAlias = Generator[Op, Any, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class AcquireSpec:
+    """What one acquire call wants; ``deadline`` is on the driver's clock."""
+
+    path: str
+    kind: str
+    data: bytes
+    attempt: str
+    permits: int | None = None
+    fair: bool = True
+    blocking: bool = True
+    deadline: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Acquired:
+    """A grant: our node's full path and its fencing token (creation zxid)."""
+
+    node: str
+    token: int
+
+
+@dataclass(slots=True)
+class _Attempt:
+    """What cleanup must know if the flow is left early."""
+
+    node: str | None = None
+    create_in_flight: bool = False
+    children: list[str] = field(default_factory=list)
+
+
+def acquire(spec: AcquireSpec) -> Generator[Op, Any, Acquired | None]:
+    """Acquire per ``spec``: ``Acquired``, ``None`` (non-blocking miss) or raise."""
+    if spec.fair:
+        return (yield from _acquire_queued(spec))
+    return (yield from _acquire_single_node(spec))
+
+
+def release(node: str) -> Generator[Op, Any, bool]:
+    """Delete our node; ``True`` if it was still there (the lease was not lost to deletion)."""
+    return (yield from _delete(node))
+
+
+# -- queued kinds ---------------------------------------------------------------------
+
+
+def _acquire_queued(spec: AcquireSpec) -> Generator[Op, Any, Acquired | None]:
+    attempt = _Attempt()
+    try:
+        while True:
+            created = yield from _protected_create(spec, attempt)
+            outcome = yield from _wait_in_line(spec, created, attempt)
+            if outcome is not _START_OVER:
+                return outcome  # type: ignore[return-value]
+            attempt.node = None
+    except BaseException:
+        yield from _cleanup(spec, attempt)
+        raise
+
+
+_START_OVER = object()
+
+
+def _protected_create(spec: AcquireSpec, attempt: _Attempt) -> Generator[Op, Any, Created]:
+    prefix = f"{spec.path}/{_nodes.sequential_prefix(spec.kind, spec.attempt, spec.permits)}"
+    create = Create(prefix, spec.data, ephemeral=True, sequential=True, deadline=spec.deadline)
+    listing = GetChildren(spec.path, deadline=spec.deadline)
+    while True:
+        attempt.create_in_flight = True
+        created, children = yield Pipeline((create, listing))
+        if created is TIMED_OUT:
+            attempt.create_in_flight = False
+            raise LockTimeout(f"timed out waiting for a connection to lock {spec.path}")
+        if isinstance(created, NoNodeError):
+            attempt.create_in_flight = False
+            yield from _create_parents(spec)
+            continue
+        if isinstance(created, Created):
+            attempt.node = created.path
+            attempt.create_in_flight = False
+            attempt.children = children if isinstance(children, list) else (yield from _list(spec))
+            return created
+        if isinstance(created, ConnectionLossError | SessionExpiredError):
+            adopted = yield from _find_own_node(spec, attempt)
+            attempt.create_in_flight = False
+            if adopted is not None:
+                return adopted
+            continue
+        attempt.create_in_flight = False
+        raise _unexpected(created, spec.path)
+
+
+def _find_own_node(spec: AcquireSpec, attempt: _Attempt) -> Generator[Op, Any, Created | None]:
+    """After a create of unknown fate: our node if it exists in our session, else None."""
+    while True:
+        children = yield GetChildren(spec.path)
+        if isinstance(children, ConnectionLossError):
+            continue
+        if isinstance(children, SessionExpiredError | NoNodeError):
+            return None  # an expired session took the node with it
+        if not isinstance(children, list):
+            raise _unexpected(children, spec.path)
+        ours = [name for name in children if spec.attempt in name]
+        if not ours:
+            return None
+        path = f"{spec.path}/{ours[0]}"
+        stat = yield Exists(path)
+        session = yield SessionId()
+        if isinstance(stat, Stat) and stat.ephemeral_owner == session:
+            attempt.node = path
+            attempt.children = children
+            return Created(path, stat)
+        if isinstance(stat, ConnectionLossError):
+            continue
+        yield from _delete(path)  # left by an older session of ours: not ours to adopt
+        return None
+
+
+def _wait_in_line(
+    spec: AcquireSpec, created: Created, attempt: _Attempt
+) -> Generator[Op, Any, object]:
+    me = _nodes.parse(created.path.rsplit("/", 1)[1])
+    assert me is not None, created.path
+    line = _nodes.queue(attempt.children)
+    while True:
+        if me not in line:
+            return _START_OVER  # our node vanished: session expired or someone deleted it
+        decision = decide(me, line)
+        if isinstance(decision, Granted):
+            attempt.node = None  # it is the caller's now; nothing to clean up
+            return Acquired(created.path, created.stat.czxid)
+        if isinstance(decision, Refused):
+            raise InvalidArgument(f"{spec.path}: {decision.reason}")
+        if not spec.blocking:
+            yield from _cleanup(spec, attempt)
+            return None
+        gone = yield from _await_deletion(spec, decision)
+        if gone is None:
+            return _START_OVER
+        remaining = [node for node in line if node.name != gone]
+        if isinstance(decide(me, remaining), Granted):
+            line = remaining
+            continue
+        children = yield from _list(spec)
+        line = _nodes.queue(children)
+
+
+def _await_deletion(spec: AcquireSpec, decision: WaitFor) -> Generator[Op, Any, str | None]:
+    """Wait until a blocker is deleted: its name, or None if our session expired."""
+    blockers = tuple(f"{spec.path}/{name}" for name in decision.nodes)
+    while True:
+        reply = yield AwaitDeletion(blockers, deadline=spec.deadline)
+        if isinstance(reply, Gone):
+            return reply.node.rsplit("/", 1)[1]
+        if reply is TIMED_OUT:
+            raise LockTimeout(f"timed out waiting for lock {spec.path}")
+        if isinstance(reply, SessionExpiredError):
+            return None
+        if isinstance(reply, ConnectionLossError):
+            continue
+        raise _unexpected(reply, spec.path)
+
+
+def _list(spec: AcquireSpec) -> Generator[Op, Any, list[str]]:
+    while True:
+        children = yield GetChildren(spec.path, deadline=spec.deadline)
+        if isinstance(children, list):
+            return children
+        if children is TIMED_OUT:
+            raise LockTimeout(f"timed out waiting for a connection to lock {spec.path}")
+        if isinstance(children, SessionExpiredError | NoNodeError):
+            return []  # our node is gone with the session (or the path): start over
+        if isinstance(children, ConnectionLossError):
+            continue
+        raise _unexpected(children, spec.path)
+
+
+# -- one-node exclusive lock ----------------------------------------------------------
+
+
+def _acquire_single_node(spec: AcquireSpec) -> Generator[Op, Any, Acquired | None]:
+    node = f"{spec.path}/{_nodes.SINGLE_NODE}"
+    attempt = _Attempt()
+    try:
+        while True:
+            attempt.create_in_flight = True
+            created = yield Create(node, spec.data, ephemeral=True, deadline=spec.deadline)
+            attempt.create_in_flight = False
+            if isinstance(created, Created):
+                return Acquired(node, created.stat.czxid)
+            if created is TIMED_OUT:
+                raise LockTimeout(f"timed out waiting for a connection to lock {spec.path}")
+            if isinstance(created, NoNodeError):
+                yield from _create_parents(spec)
+                continue
+            if isinstance(created, ConnectionLossError):
+                attempt.create_in_flight = True
+                owned = yield from _single_node_is_ours(node, spec.attempt)
+                attempt.create_in_flight = False
+                if owned is not None:
+                    return Acquired(node, owned.czxid)
+                continue
+            if isinstance(created, SessionExpiredError):
+                continue
+            if not isinstance(created, NodeExistsError):
+                raise _unexpected(created, spec.path)
+            if not spec.blocking:
+                return None
+            yield from _await_deletion(spec, WaitFor((_nodes.SINGLE_NODE,)))
+    except BaseException:
+        if attempt.create_in_flight and (yield from _single_node_is_ours(node, spec.attempt)):
+            yield from _delete(node)
+        raise
+
+
+def _single_node_is_ours(node: str, attempt: str) -> Generator[Op, Any, Stat | None]:
+    """The node's stat if it exists in our current session and names our attempt."""
+    while True:
+        reply = yield GetData(node)
+        if isinstance(reply, ConnectionLossError):
+            continue
+        if not isinstance(reply, NodeData):
+            return None
+        session = yield SessionId()
+        ours = _nodes.decode_payload(reply.data).attempt == attempt
+        return reply.stat if ours and reply.stat.ephemeral_owner == session else None
+
+
+# -- shared steps -----------------------------------------------------------------------
+
+
+def _create_parents(spec: AcquireSpec) -> Generator[Op, Any, None]:
+    reply = yield CreateParents(spec.path, deadline=spec.deadline)
+    if reply is TIMED_OUT:
+        raise LockTimeout(f"timed out waiting for a connection to lock {spec.path}")
+    if isinstance(reply, ZooKeeperError) and not isinstance(reply, ConnectionLossError):
+        raise _unexpected(reply, spec.path)
+
+
+def _cleanup(spec: AcquireSpec, attempt: _Attempt) -> Generator[Op, Any, None]:
+    """Leave nothing behind: delete our node, or find it by attempt token if unknown."""
+    if attempt.node is None and attempt.create_in_flight:
+        yield from _find_own_node(spec, attempt)
+    if attempt.node is not None:
+        yield from _delete(attempt.node)
+        attempt.node = None
+    attempt.create_in_flight = False
+
+
+def _delete(node: str) -> Generator[Op, Any, bool]:
+    while True:
+        reply = yield Delete(node)
+        if reply is None:
+            return True
+        if isinstance(reply, NoNodeError | SessionExpiredError | ClientClosedError):
+            return False  # gone already, or the server removes it as the session ends
+        if not isinstance(reply, ConnectionLossError):
+            raise _unexpected(reply, node)
+
+
+def _unexpected(reply: object, path: str) -> LockError:
+    if isinstance(reply, ClientClosedError):
+        return ClientClosed(f"cannot lock {path}: the client is stopped")
+    if isinstance(reply, BaseException):
+        error = LockError(f"ZooKeeper refused a request for {path}: {reply}")
+        error.__cause__ = reply
+        return error
+    return LockError(f"unexpected reply for {path}: {reply!r}")

@@ -1,0 +1,140 @@
+"""What every lock front end shares: who holds what, reentrancy, and the acquire spec.
+
+A lock object may be shared: each *owner* (a thread in the sync API, a task in asyncio)
+that acquires is its own contender with its own node and lease. This table answers
+"does this owner hold it, how many times", so the front ends only add how they wait.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+from dataclasses import dataclass, field
+
+from zklocks import _nodes, _validate
+from zklocks._errors import AlreadyHeld, NotHeld
+from zklocks._flow import AcquireSpec
+from zklocks._lease import Lease
+
+_HOST = socket.gethostname()
+
+
+@dataclass(frozen=True, slots=True)
+class LockConfig:
+    """A lock's fixed parameters, validated once at creation."""
+
+    path: str
+    kind: str  # lock | read | write | lease
+    fair: bool = True
+    permits: int | None = None
+    reentrant: bool = False
+    identifier: str | None = None
+
+    def spec(self, owner_name: str, deadline: float | None, blocking: bool) -> AcquireSpec:
+        """A fresh attempt (new token) for one acquire call."""
+        attempt = _nodes.new_attempt()
+        identifier = self.identifier or f"{_HOST}:{os.getpid()}:{owner_name}"
+        payload = _nodes.Payload(identifier=identifier, host=_HOST, pid=os.getpid())
+        if not self.fair:
+            payload = _nodes.Payload(identifier, attempt, _HOST, os.getpid())
+        return AcquireSpec(
+            path=self.path,
+            kind=self.kind,
+            data=_nodes.encode_payload(payload),
+            attempt=attempt,
+            permits=self.permits,
+            fair=self.fair,
+            blocking=blocking,
+            deadline=deadline,
+        )
+
+
+def make_config(
+    path: object,
+    kind: str,
+    *,
+    fair: bool = True,
+    permits: object = None,
+    reentrant: bool = False,
+    identifier: object = None,
+) -> LockConfig:
+    """Validate everything before any ZooKeeper call."""
+    return LockConfig(
+        path=_validate.lock_path(path),
+        kind=kind,
+        fair=bool(fair),
+        permits=_validate.permits(permits) if kind == "lease" else None,
+        reentrant=bool(reentrant),
+        identifier=_validate.identifier(identifier),
+    )
+
+
+@dataclass(slots=True)
+class Holding:
+    lease: Lease
+    count: int = 1
+
+
+@dataclass(slots=True)
+class HoldingTable:
+    """Owner -> holding, for one lock object. Thread-safe."""
+
+    config: LockConfig
+    _by_owner: dict[object, Holding] = field(default_factory=dict)
+    _mutex: threading.Lock = field(default_factory=threading.Lock)
+
+    def get(self, owner: object) -> Holding | None:
+        with self._mutex:
+            return self._by_owner.get(owner)
+
+    def reenter(self, owner: object) -> Lease | None:
+        """The lease to hand back again for a reentrant re-acquire, or None if not held.
+
+        Raises ``AlreadyHeld`` for a non-reentrant lock the owner holds (unless its lease
+        was lost: then the stale holding is dropped and a fresh acquire may proceed).
+        """
+        with self._mutex:
+            holding = self._by_owner.get(owner)
+            if holding is None:
+                return None
+            if holding.lease.lost:
+                return None
+            if not self.config.reentrant:
+                raise AlreadyHeld(
+                    f"{self.config.path}: this {_owner_word(owner)} already holds the lock "
+                    "(create it with reentrant=True to count re-acquisitions)"
+                )
+            holding.count += 1
+            return holding.lease
+
+    def add(self, owner: object, lease: Lease) -> None:
+        with self._mutex:
+            self._by_owner[owner] = Holding(lease)
+
+    def leave(self, owner: object) -> Lease | None:
+        """Count one release; the lease to give up if that was the last, else None."""
+        with self._mutex:
+            holding = self._by_owner.get(owner)
+            if holding is None:
+                raise NotHeld(
+                    f"{self.config.path}: this {_owner_word(owner)} does not hold the lock"
+                )
+            holding.count -= 1
+            if holding.count > 0:
+                return None
+            del self._by_owner[owner]
+            return holding.lease
+
+    def take_stale(self, owner: object) -> Lease | None:
+        """Remove and return a lost holding of ``owner`` (its node still needs deleting)."""
+        with self._mutex:
+            holding = self._by_owner.get(owner)
+            if holding is not None and holding.lease.lost:
+                del self._by_owner[owner]
+                return holding.lease
+            return None
+
+
+def _owner_word(owner: object) -> str:
+    return "thread" if isinstance(owner, int) else "task"

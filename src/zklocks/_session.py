@@ -1,0 +1,84 @@
+"""The narrow interface a driver needs from a ZooKeeper session, whatever the transport.
+
+Drivers run flows; sessions carry requests. Keeping the interface this small lets the
+transport change (kazoo for the first lock, our own asyncio connection after) without
+touching a flow, a strategy or a lock class.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from zklocks._lease import SessionFacts
+from zklocks._ops import Reply, Request
+
+
+class WatchKind(enum.Enum):
+    """What a fired watch (or a session event delivered to every watcher) says."""
+
+    CREATED = "created"
+    DELETED = "deleted"
+    CHANGED = "changed"
+    CHILD = "child"
+    SESSION_LOST = "session lost"
+    CLOSED = "closed"
+
+
+@dataclass(frozen=True, slots=True)
+class WatchEvent:
+    kind: WatchKind
+    path: str
+
+
+Watcher = Callable[[WatchEvent], None]
+
+
+class SessionState(enum.Enum):
+    """CONNECTED; SUSPENDED (cut off, session may live); LOST (expired); CLOSED."""
+
+    CONNECTING = "connecting"
+    CONNECTED = "connected"
+    SUSPENDED = "suspended"
+    LOST = "lost"
+    CLOSED = "closed"
+
+
+StateListener = Callable[[SessionState], None]
+
+
+class SyncSession(Protocol):
+    """A session as the sync driver sees it. Every method is thread-safe."""
+
+    facts: SessionFacts
+
+    def call(
+        self,
+        requests: Sequence[Request],
+        deadline: float | None,
+        watcher: Watcher | None = None,
+    ) -> list[Reply]:
+        """Send ``requests`` back to back and block for all replies.
+
+        ``watcher`` (if given) is set on every request that can carry a watch. If the
+        requests cannot be sent before ``deadline`` every reply is ``TIMED_OUT``.
+        """
+        ...
+
+    def watch_node(self, path: str, watcher: Watcher) -> None:
+        """Set an exists-watch without waiting for the reply (a lease watching its node).
+
+        If the reply says the node is already gone, ``watcher`` gets a DELETED event.
+        """
+        ...
+
+    def session_id(self) -> int: ...
+
+    def add_state_listener(self, fn: StateListener) -> Callable[[], None]: ...
+
+    @property
+    def closed(self) -> bool: ...
+
+    def close(self) -> None: ...

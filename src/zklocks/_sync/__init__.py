@@ -1,0 +1,1 @@
+"""The sync front end: a driver that runs the flows on blocking session calls."""

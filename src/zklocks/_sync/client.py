@@ -1,0 +1,197 @@
+"""The sync ``Client``: one ZooKeeper session, the locks made from it, and their leases."""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from types import TracebackType
+
+from zklocks import _validate
+from zklocks._errors import ClientClosed, InvalidArgument
+from zklocks._holdings import make_config
+from zklocks._lease import Lease, loss_deadline
+from zklocks._session import SessionState, SyncSession, WatchEvent, WatchKind
+from zklocks._sync.locks import Lock, ReadWriteLock
+
+DEFAULT_HOSTS = "127.0.0.1:2181"
+
+
+class Client:
+    """A connection to ZooKeeper (one session) from which locks are made.
+
+    ``hosts`` is ZooKeeper's connect string: ``"host:port[,host:port...][/chroot]"``.
+    ``session_timeout`` (seconds) is how long the server keeps our session, and so our
+    locks, after it last heard from us; it is also how soon a crashed holder's lock is
+    released. Use as a context manager, or call ``start()`` and ``stop()``.
+    """
+
+    def __init__(
+        self,
+        hosts: str = DEFAULT_HOSTS,
+        *,
+        session_timeout: float = 10.0,
+        connect_timeout: float = 15.0,
+    ) -> None:
+        if not isinstance(hosts, str) or not hosts.strip():
+            raise InvalidArgument(f"hosts must be a 'host:port,...' string, not {hosts!r}")
+        self.hosts = hosts
+        self.session_timeout = _validate.session_timeout(session_timeout)
+        self.connect_timeout = _validate.session_timeout(connect_timeout)
+        self._session: SyncSession | None = None
+        self._stopped = False
+        self._leases: weakref.WeakSet[Lease] = weakref.WeakSet()
+        self._loss_timer: threading.Timer | None = None
+        self._mutex = threading.Lock()
+
+    def __repr__(self) -> str:
+        state = "stopped" if self._stopped else "started" if self._session else "new"
+        return f"<Client {self.hosts} {state}>"
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    def start(self) -> Client:
+        """Connect (``ConnectionFailed`` if no server answers within ``connect_timeout``)."""
+        if self._stopped:
+            raise ClientClosed("a stopped client cannot be started again; make a new one")
+        if self._session is not None:
+            return self
+        from zklocks._sync.kazoo_session import KazooSession
+
+        session = KazooSession(
+            self.hosts,
+            session_timeout=self.session_timeout,
+            connect_timeout=self.connect_timeout,
+        )
+        session.add_state_listener(self._on_state)
+        session.start()
+        self._session = session
+        return self
+
+    def stop(self) -> None:
+        """Close the session: the server deletes our nodes at once; leases become lost."""
+        with self._mutex:
+            self._stopped = True
+            session, self._session = self._session, None
+        if session is not None:
+            session.close()
+        self._mark_all_lost("the client was stopped")
+        self._cancel_loss_timer()
+
+    def __enter__(self) -> Client:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    @property
+    def connected(self) -> bool:
+        session = self._session
+        return session is not None and session.facts.connected()
+
+    # -- locks --------------------------------------------------------------------------
+
+    def lock(
+        self,
+        path: str,
+        *,
+        fair: bool = True,
+        reentrant: bool = False,
+        identifier: str | None = None,
+    ) -> Lock:
+        """An exclusive lock: fair (FIFO queue) or, with ``fair=False``, one node (seed 000)."""
+        config = make_config(path, "lock", fair=fair, reentrant=reentrant, identifier=identifier)
+        return Lock(self, config)
+
+    def read_write_lock(
+        self, path: str, *, reentrant: bool = False, identifier: str | None = None
+    ) -> ReadWriteLock:
+        """A read/write lock: ``.read`` is shared, ``.write`` exclusive, one FIFO queue."""
+        read = make_config(path, "read", reentrant=reentrant, identifier=identifier)
+        write = make_config(path, "write", reentrant=reentrant, identifier=identifier)
+        return ReadWriteLock(Lock(self, read), Lock(self, write))
+
+    def semaphore(
+        self,
+        path: str,
+        *,
+        permits: int,
+        reentrant: bool = False,
+        identifier: str | None = None,
+    ) -> Lock:
+        """At most ``permits`` holders at once, granted in FIFO order."""
+        config = make_config(
+            path, "lease", permits=permits, reentrant=reentrant, identifier=identifier
+        )
+        return Lock(self, config)
+
+    # -- for the lock classes -----------------------------------------------------------
+
+    def _session_or_raise(self) -> SyncSession:
+        session = self._session
+        if session is None or session.closed:
+            word = "stopped" if self._stopped else "not started (call start() or use `with`)"
+            raise ClientClosed(f"the client is {word}")
+        return session
+
+    def _session_or_none(self) -> SyncSession | None:
+        session = self._session
+        return None if session is None or session.closed else session
+
+    def _watch_lease(self, node: str, token: int) -> Lease:
+        session = self._session_or_raise()
+        lease = Lease(node, token, session.facts)
+        self._leases.add(lease)
+
+        def on_event(event: WatchEvent) -> None:
+            if event.kind is WatchKind.DELETED:
+                lease.mark_lost(f"our node {node} was deleted")
+            elif event.kind is WatchKind.SESSION_LOST:
+                lease.mark_lost("the ZooKeeper session expired")
+            elif event.kind is WatchKind.CLOSED:
+                lease.mark_lost("the client was stopped")
+            elif not lease.lost:
+                session.watch_node(node, on_event)  # a data change: watch again
+
+        session.watch_node(node, on_event)
+        return lease
+
+    def _on_state(self, state: SessionState) -> None:
+        if state is SessionState.LOST:
+            self._mark_all_lost("the ZooKeeper session expired")
+        elif state is SessionState.SUSPENDED:
+            self._arm_loss_timer()
+        elif state is SessionState.CONNECTED:
+            self._cancel_loss_timer()
+
+    def _mark_all_lost(self, reason: str) -> None:
+        for lease in list(self._leases):
+            lease.mark_lost(reason)
+
+    def _arm_loss_timer(self) -> None:
+        """While cut off, mark leases lost the moment the server may have expired us."""
+        session = self._session
+        if session is None:
+            return
+        facts = session.facts
+        deadline = loss_deadline(facts.last_answered_sent(), facts.session_timeout())
+        if deadline is None:
+            return
+        self._cancel_loss_timer()
+        timer = threading.Timer(max(0.0, deadline - facts.clock()), self._check_leases)
+        timer.daemon = True
+        self._loss_timer = timer
+        timer.start()
+
+    def _check_leases(self) -> None:
+        for lease in list(self._leases):
+            lease.check()
+
+    def _cancel_loss_timer(self) -> None:
+        timer, self._loss_timer = self._loss_timer, None
+        if timer is not None:
+            timer.cancel()

@@ -1,0 +1,163 @@
+"""The sync lock classes: ``Lock`` (every kind) and ``ReadWriteLock``.
+
+They hold no lock rule: acquire builds a spec, runs the flow on the client's session with
+the sync driver, and wraps the grant in a ``Lease``; the holdings table answers "does
+this thread hold it". Each thread that acquires is its own contender.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from types import TracebackType
+from typing import TYPE_CHECKING
+
+from zklocks import _flow, _validate
+from zklocks._contenders import Contender, list_contenders
+from zklocks._errors import AlreadyHeld, LockLost
+from zklocks._holdings import HoldingTable, LockConfig
+from zklocks._lease import Lease
+from zklocks._sync import driver
+
+if TYPE_CHECKING:
+    from zklocks._sync.client import Client
+
+
+class Lock:
+    """A distributed lock on one ZooKeeper path; one kind per object.
+
+    Made by ``Client.lock`` (fair or one-node exclusive), ``Client.read_write_lock``
+    (``.read`` / ``.write``) and ``Client.semaphore``; all share this interface.
+    """
+
+    def __init__(self, client: Client, config: LockConfig) -> None:
+        self._client = client
+        self._config = config
+        self._holdings = HoldingTable(config)
+        self._sibling: Lock | None = None  # the other half of a read/write lock
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self._config.kind} {self._config.path}>"
+
+    @property
+    def path(self) -> str:
+        """The lock's directory: contender nodes are its children."""
+        return self._config.path
+
+    @property
+    def kind(self) -> str:
+        """ "lock", "read", "write" or "lease" (semaphore)."""
+        return self._config.kind
+
+    def acquire(self, timeout: float | None = None, *, blocking: bool = True) -> Lease:
+        """Block until held (or ``timeout`` seconds pass) and return the lease.
+
+        Raises ``LockTimeout`` (a ``TimeoutError``) when the time runs out, with our node
+        deleted; ``AlreadyHeld`` if this thread holds it and it is not reentrant.
+        """
+        lease = self._acquire(_validate.timeout(timeout), blocking=blocking)
+        assert lease is not None
+        return lease
+
+    def try_acquire(self) -> Lease | None:
+        """The lease if the lock can be had without waiting for another holder, else None."""
+        return self._acquire(None, blocking=False)
+
+    def _acquire(self, timeout: float | None, *, blocking: bool) -> Lease | None:
+        owner = threading.get_ident()
+        again = self._holdings.reenter(owner)
+        if again is not None:
+            return again
+        self._refuse_if_sibling_held(owner)
+        stale = self._holdings.take_stale(owner)
+        if stale is not None:
+            self._give_up(stale)
+        session = self._client._session_or_raise()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        spec = self._config.spec(threading.current_thread().name, deadline, blocking)
+        acquired = driver.run(_flow.acquire(spec), session)
+        if acquired is None:
+            return None
+        lease = self._client._watch_lease(acquired.node, acquired.token)
+        self._holdings.add(owner, lease)
+        return lease
+
+    def _refuse_if_sibling_held(self, owner: int) -> None:
+        if self._sibling is not None and self._sibling._holdings.get(owner) is not None:
+            raise AlreadyHeld(
+                f"{self.path}: this thread holds the {self._sibling.kind} side of this "
+                f"read/write lock; taking the {self.kind} side too would wait on itself"
+            )
+
+    def release(self) -> None:
+        """Release the calling thread's hold (``NotHeld`` if it holds none).
+
+        After the lease was lost this still deletes our node if it is there, and does not
+        raise: the caller learns of the loss from the lease (or from leaving ``with``).
+        """
+        lease = self._holdings.leave(threading.get_ident())
+        if lease is not None:
+            self._give_up(lease)
+
+    def _give_up(self, lease: Lease) -> None:
+        lease.end()
+        session = self._client._session_or_none()
+        if session is not None:
+            driver.run(_flow.release(lease.node), session)
+
+    @property
+    def held(self) -> bool:
+        """Does the calling thread hold the lock, with its lease not lost?"""
+        holding = self._holdings.get(threading.get_ident())
+        return holding is not None and not holding.lease.lost
+
+    @property
+    def lease(self) -> Lease | None:
+        """The calling thread's lease, or None."""
+        holding = self._holdings.get(threading.get_ident())
+        return None if holding is None else holding.lease
+
+    def contenders(self) -> list[Contender]:
+        """Every contender under the path: holders first, then waiters in line order."""
+        session = self._client._session_or_raise()
+        result: list[Contender] = driver.run(list_contenders(self.path), session)
+        return result
+
+    def __enter__(self) -> Lease:
+        return self.acquire()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        lease = self.lease
+        self.release()
+        if exc is None and lease is not None and lease.lost:
+            raise LockLost(f"{self.path}: the lease was lost while held ({lease.lost_reason})")
+
+
+class ReadWriteLock:
+    """Shared reads, exclusive writes, one queue: ``.read`` and ``.write`` are locks.
+
+    A reader waits only for the nearest earlier writer; a writer for its immediate
+    predecessor; a reader queued behind a waiting writer waits (writers never starve).
+    """
+
+    def __init__(self, read: Lock, write: Lock) -> None:
+        self.read = read
+        self.write = write
+        read._sibling = write
+        write._sibling = read
+
+    @property
+    def path(self) -> str:
+        return self.read.path
+
+    def contenders(self) -> list[Contender]:
+        """Readers and writers in one queue: holders first, then waiters in line order."""
+        return self.read.contenders()
+
+    def __repr__(self) -> str:
+        return f"<ReadWriteLock {self.path}>"
