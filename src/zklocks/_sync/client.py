@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import weakref
 from types import TracebackType
+from typing import Protocol
 
 from zklocks import _validate
 from zklocks._errors import ClientClosed, InvalidArgument
@@ -16,6 +17,26 @@ from zklocks._sync.locks import Lock, ReadWriteLock
 DEFAULT_HOSTS = "127.0.0.1:2181"
 
 
+class StartableSession(SyncSession, Protocol):
+    def start(self) -> None: ...
+
+
+class SessionFactory(Protocol):
+    """Makes the session a client runs on (the simulator injects its own)."""
+
+    def __call__(
+        self, hosts: str, *, session_timeout: float, connect_timeout: float
+    ) -> StartableSession: ...
+
+
+def _default_session_factory(
+    hosts: str, *, session_timeout: float, connect_timeout: float
+) -> StartableSession:
+    from zklocks._sync.kazoo_session import KazooSession
+
+    return KazooSession(hosts, session_timeout=session_timeout, connect_timeout=connect_timeout)
+
+
 class Client:
     """A connection to ZooKeeper (one session) from which locks are made.
 
@@ -23,6 +44,8 @@ class Client:
     ``session_timeout`` (seconds) is how long the server keeps our session, and so our
     locks, after it last heard from us; it is also how soon a crashed holder's lock is
     released. Use as a context manager, or call ``start()`` and ``stop()``.
+    ``session_factory`` replaces the transport (``zklocks.sim`` runs clients on its
+    in-memory model this way); leave it out to talk to ZooKeeper.
     """
 
     def __init__(
@@ -31,12 +54,14 @@ class Client:
         *,
         session_timeout: float = 10.0,
         connect_timeout: float = 15.0,
+        session_factory: SessionFactory | None = None,
     ) -> None:
         if not isinstance(hosts, str) or not hosts.strip():
             raise InvalidArgument(f"hosts must be a 'host:port,...' string, not {hosts!r}")
         self.hosts = hosts
         self.session_timeout = _validate.session_timeout(session_timeout)
         self.connect_timeout = _validate.session_timeout(connect_timeout)
+        self._session_factory = session_factory or _default_session_factory
         self._session: SyncSession | None = None
         self._stopped = False
         self._leases: weakref.WeakSet[Lease] = weakref.WeakSet()
@@ -55,9 +80,7 @@ class Client:
             raise ClientClosed("a stopped client cannot be started again; make a new one")
         if self._session is not None:
             return self
-        from zklocks._sync.kazoo_session import KazooSession
-
-        session = KazooSession(
+        session = self._session_factory(
             self.hosts,
             session_timeout=self.session_timeout,
             connect_timeout=self.connect_timeout,

@@ -142,6 +142,11 @@ class KazooSession:
 
         result.rawlink(on_reply)
 
+    def credentials(self) -> tuple[int, bytes]:
+        """(session id, password): lets a test make the server expire this session."""
+        session_id, password = self._client.client_id
+        return int(session_id), bytes(password)
+
     def session_id(self) -> int:
         session = self._client.client_id
         return int(session[0]) if session else 0

@@ -1,0 +1,270 @@
+"""The acquire flow stepped by hand: every rule of its theory of operation, one by one."""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import Any
+
+import pytest
+
+from zklocks import _nodes
+from zklocks._errors import InvalidArgument, LockTimeout
+from zklocks._flow import Acquired, AcquireSpec, acquire, release
+from zklocks._ops import (
+    TIMED_OUT,
+    AwaitDeletion,
+    Create,
+    Created,
+    CreateParents,
+    Delete,
+    Exists,
+    GetChildren,
+    GetData,
+    Gone,
+    NodeData,
+    Pipeline,
+    SessionId,
+    Stat,
+)
+from zklocks._protocol.errors import (
+    ConnectionLossError,
+    NodeExistsError,
+    NoNodeError,
+    SessionExpiredError,
+)
+
+ATTEMPT = "a" * 32
+OTHER = "b" * 32
+PATH = "/locks/x"
+SESSION = 77
+
+
+def mine(seq: int, kind: str = "lock") -> str:
+    return f"{kind}-{ATTEMPT}-{seq:010d}"
+
+
+def theirs(seq: int, kind: str = "lock") -> str:
+    return f"{kind}-{OTHER}-{seq:010d}"
+
+
+def spec(**changes: Any) -> AcquireSpec:
+    fields: dict[str, Any] = {"path": PATH, "kind": "lock", "data": b"d", "attempt": ATTEMPT}
+    fields.update(changes)
+    return AcquireSpec(**fields)
+
+
+def created(name: str, czxid: int = 100) -> Created:
+    return Created(f"{PATH}/{name}", Stat(czxid=czxid, ephemeral_owner=SESSION))
+
+
+class Stepper:
+    """Feeds replies to a flow and checks each operation it yields."""
+
+    def __init__(self, flow: Generator[Any, Any, Any]) -> None:
+        self.flow = flow
+        self.op: Any = next(flow)
+        self.result: Any = None
+        self.done = False
+
+    def expect(self, kind: type, reply: Any) -> Any:
+        assert isinstance(self.op, kind), f"expected {kind.__name__}, flow yielded {self.op!r}"
+        op = self.op
+        try:
+            self.op = self.flow.send(reply)
+        except StopIteration as stop:
+            self.result, self.done = stop.value, True
+        return op
+
+
+def test_uncontended_is_one_pipelined_round_trip() -> None:
+    s = Stepper(acquire(spec()))
+    op = s.expect(Pipeline, (created(mine(0), czxid=42), [mine(0)]))
+    create, listing = op.requests
+    assert isinstance(create, Create) and create.sequential and create.ephemeral
+    assert create.path == f"{PATH}/lock-{ATTEMPT}-"
+    assert isinstance(listing, GetChildren) and listing.path == PATH
+    assert s.done and s.result == Acquired(f"{PATH}/{mine(0)}", 42)
+
+
+def test_missing_parent_is_created_then_retried() -> None:
+    s = Stepper(acquire(spec()))
+    s.expect(Pipeline, (NoNodeError(), NoNodeError()))
+    s.expect(CreateParents, None)
+    s.expect(Pipeline, (created(mine(0)), [mine(0)]))
+    assert s.done
+
+
+def test_waiter_watches_only_its_predecessor_and_takes_over_without_relisting() -> None:
+    s = Stepper(acquire(spec()))
+    s.expect(Pipeline, (created(mine(3)), [theirs(1), theirs(2), mine(3), "foreign"]))
+    op = s.expect(AwaitDeletion, Gone(f"{PATH}/{theirs(2)}"))
+    assert op.nodes == (f"{PATH}/{theirs(2)}",)
+    # theirs(1) is still in our (stale) line: list again, then hold.
+    s.expect(GetChildren, [mine(3)])
+    assert s.done and isinstance(s.result, Acquired)
+
+
+def test_second_in_line_holds_after_its_predecessor_goes_with_no_extra_request() -> None:
+    s = Stepper(acquire(spec()))
+    s.expect(Pipeline, (created(mine(2)), [theirs(1), mine(2)]))
+    s.expect(AwaitDeletion, Gone(f"{PATH}/{theirs(1)}"))
+    assert s.done and isinstance(s.result, Acquired)
+
+
+def test_timeout_deletes_then_raises() -> None:
+    flow = acquire(spec(deadline=5.0))
+    next(flow)
+    flow.send((created(mine(2)), [theirs(1), mine(2)]))
+    delete = flow.send(TIMED_OUT)
+    assert isinstance(delete, Delete) and delete.path == f"{PATH}/{mine(2)}"
+    with pytest.raises(LockTimeout):
+        flow.send(None)
+
+
+def test_cleanup_delete_is_retried_after_connection_loss() -> None:
+    flow = acquire(spec(deadline=5.0))
+    next(flow)
+    flow.send((created(mine(2)), [theirs(1), mine(2)]))
+    first = flow.send(TIMED_OUT)
+    again = flow.send(ConnectionLossError())
+    assert isinstance(first, Delete) and again == first and again.deadline is None
+    with pytest.raises(LockTimeout):
+        flow.send(NoNodeError())
+
+
+def test_non_blocking_miss_deletes_our_node_and_returns_none() -> None:
+    s = Stepper(acquire(spec(blocking=False)))
+    s.expect(Pipeline, (created(mine(2)), [theirs(1), mine(2)]))
+    s.expect(Delete, None)
+    assert s.done and s.result is None
+
+
+@pytest.mark.parametrize("interrupt", [KeyboardInterrupt(), RuntimeError("boom")])
+def test_interrupt_while_waiting_deletes_our_node_then_propagates(
+    interrupt: BaseException,
+) -> None:
+    flow = acquire(spec())
+    next(flow)
+    wait = flow.send((created(mine(2)), [theirs(1), mine(2)]))
+    assert isinstance(wait, AwaitDeletion)
+    delete = flow.throw(interrupt)
+    assert isinstance(delete, Delete) and delete.path == f"{PATH}/{mine(2)}"
+    with pytest.raises(type(interrupt)):
+        flow.send(None)
+
+
+def test_interrupt_with_create_in_flight_finds_our_node_by_token() -> None:
+    flow = acquire(spec())
+    assert isinstance(next(flow), Pipeline)
+    listing = flow.throw(KeyboardInterrupt())
+    assert isinstance(listing, GetChildren)
+    exists = flow.send([theirs(1), mine(2)])
+    assert isinstance(exists, Exists) and exists.path == f"{PATH}/{mine(2)}"
+    assert isinstance(flow.send(Stat(czxid=5, ephemeral_owner=SESSION)), SessionId)
+    delete = flow.send(SESSION)
+    assert isinstance(delete, Delete) and delete.path == f"{PATH}/{mine(2)}"
+    with pytest.raises(KeyboardInterrupt):
+        flow.send(None)
+
+
+def test_protected_create_adopts_our_node_after_connection_loss() -> None:
+    s = Stepper(acquire(spec()))
+    s.expect(Pipeline, (ConnectionLossError(), ConnectionLossError()))
+    s.expect(GetChildren, ConnectionLossError())  # still reconnecting: ask again
+    s.expect(GetChildren, [mine(1)])
+    s.expect(Exists, Stat(czxid=9, ephemeral_owner=SESSION))
+    s.expect(SessionId, SESSION)
+    assert s.done and s.result == Acquired(f"{PATH}/{mine(1)}", 9)
+
+
+def test_protected_create_does_not_adopt_a_node_of_an_older_session() -> None:
+    s = Stepper(acquire(spec()))
+    s.expect(Pipeline, (ConnectionLossError(), ConnectionLossError()))
+    s.expect(GetChildren, [mine(1)])
+    s.expect(Exists, Stat(czxid=9, ephemeral_owner=SESSION - 1))
+    s.expect(SessionId, SESSION)
+    op = s.expect(Delete, None)
+    assert op.path == f"{PATH}/{mine(1)}"
+    s.expect(Pipeline, (created(mine(2), czxid=11), [mine(2)]))
+    assert s.done and s.result == Acquired(f"{PATH}/{mine(2)}", 11)
+
+
+def test_protected_create_retries_when_the_create_never_landed() -> None:
+    s = Stepper(acquire(spec()))
+    s.expect(Pipeline, (ConnectionLossError(), ConnectionLossError()))
+    s.expect(GetChildren, [theirs(1)])
+    s.expect(Pipeline, (created(mine(2)), [mine(2)]))
+    assert s.done
+
+
+def test_session_expiry_while_waiting_starts_over() -> None:
+    s = Stepper(acquire(spec()))
+    s.expect(Pipeline, (created(mine(2)), [theirs(1), mine(2)]))
+    s.expect(AwaitDeletion, SessionExpiredError())
+    s.expect(Pipeline, (created(mine(5), czxid=300), [mine(5)]))
+    assert s.done and s.result == Acquired(f"{PATH}/{mine(5)}", 300)
+
+
+def test_our_node_vanishing_from_the_listing_starts_over() -> None:
+    s = Stepper(acquire(spec()))
+    s.expect(Pipeline, (created(mine(3)), [theirs(1), theirs(2), mine(3)]))
+    s.expect(AwaitDeletion, Gone(f"{PATH}/{theirs(2)}"))
+    s.expect(GetChildren, [theirs(1)])  # someone deleted our node
+    s.expect(Pipeline, (created(mine(4)), [mine(4)]))
+    assert s.done
+
+
+def test_semaphore_refusal_deletes_our_node_and_raises() -> None:
+    flow = acquire(spec(kind="lease", permits=2))
+    first = next(flow)
+    assert first.requests[0].path == f"{PATH}/lease-2-{ATTEMPT}-"
+    other = f"lease-3-{OTHER}-0000000001"
+    delete = flow.send(
+        (created(f"lease-2-{ATTEMPT}-0000000002"), [other, f"lease-2-{ATTEMPT}-0000000002"])
+    )
+    assert isinstance(delete, Delete)
+    with pytest.raises(InvalidArgument, match="permits"):
+        flow.send(None)
+
+
+def test_single_node_lock_uncontended_is_one_request() -> None:
+    s = Stepper(acquire(spec(fair=False)))
+    op = s.expect(Create, created("lock", czxid=50))
+    assert op.path == f"{PATH}/lock" and not op.sequential and op.ephemeral
+    assert s.done and s.result == Acquired(f"{PATH}/lock", 50)
+
+
+def test_single_node_lock_waits_for_deletion_then_retries() -> None:
+    s = Stepper(acquire(spec(fair=False)))
+    s.expect(Create, NodeExistsError())
+    op = s.expect(AwaitDeletion, Gone(f"{PATH}/lock"))
+    assert op.nodes == (f"{PATH}/lock",)
+    s.expect(Create, created("lock", czxid=60))
+    assert s.done and s.result.token == 60
+
+
+def test_single_node_lock_adopts_after_connection_loss_only_if_ours() -> None:
+    data = _nodes.encode_payload(_nodes.Payload("me", attempt=ATTEMPT))
+    s = Stepper(acquire(spec(fair=False)))
+    s.expect(Create, ConnectionLossError())
+    s.expect(GetData, NodeData(data, Stat(czxid=70, ephemeral_owner=SESSION)))
+    s.expect(SessionId, SESSION)
+    assert s.done and s.result.token == 70
+
+    foreign = _nodes.encode_payload(_nodes.Payload("them", attempt=OTHER))
+    s = Stepper(acquire(spec(fair=False, blocking=False)))
+    s.expect(Create, ConnectionLossError())
+    s.expect(GetData, NodeData(foreign, Stat(czxid=70, ephemeral_owner=SESSION)))
+    s.expect(SessionId, SESSION)
+    s.expect(Create, NodeExistsError())
+    assert s.done and s.result is None
+
+
+def test_release_reports_whether_the_node_was_there() -> None:
+    s = Stepper(release(f"{PATH}/{mine(1)}"))
+    s.expect(Delete, ConnectionLossError())
+    s.expect(Delete, None)
+    assert s.done and s.result is True
+    s = Stepper(release(f"{PATH}/{mine(1)}"))
+    s.expect(Delete, NoNodeError())
+    assert s.done and s.result is False
