@@ -1,0 +1,765 @@
+"""Run a real ZooKeeper on this machine: for tests, benchmarks and ``zklocks server``.
+
+Locks are only as correct as ZooKeeper's session expiry, sequence numbers and watch
+delivery, so the integration tests run against the real server, not a model of it.
+
+Finding it: ``$ZOOKEEPER_HOME`` (an unpacked Apache release) or Debian's ``zookeeper``
+package (``/usr/share/java/zookeeper.jar``); Java from ``$JAVA_HOME`` or ``PATH``.
+Nothing is ever downloaded: a missing piece raises an error naming the install command.
+
+Readiness: ``ruok`` answers ``imok`` before the server serves, so a server is ready only
+once ``srvr`` reports its mode and ``conf`` shows *our* data dir (a stranger on the port
+does not count). We poll every few milliseconds up to a deadline; we never sleep blindly.
+
+No stray JVMs: each JVM runs in its own process group, so a terminal's Ctrl-C reaches
+only Python, which decides how the JVM stops. It is stopped by ``stop()``; failing that,
+SIGKILLed by a ``weakref.finalize`` hook when the object is garbage-collected or the
+interpreter exits (the finalizers are the registry of live servers); and failing that
+(Python itself SIGKILLed), by a tiny watchdog process that kills the group once the pipe
+from us closes. Every JVM and watchdog carries ``-Dzklocks.tag=$ZKLOCKS_SERVER_TAG`` on
+its command line so a test runner can find any that slipped through.
+
+    ServerError (RuntimeError)
+     +-- ServerSetupError: ZooKeeper or Java is not installed
+     |    +-- ZooKeeperNotFound, JavaNotFound
+     +-- ServerStartError: the JVM exited or never served (the message has its log tail)
+          +-- ServerStartTimeout (also a TimeoutError)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+
+__all__ = [
+    "SYSTEM_JAR_DIRS",
+    "EnsembleMember",
+    "JavaNotFound",
+    "ServerError",
+    "ServerSetupError",
+    "ServerStartError",
+    "ServerStartTimeout",
+    "ZooKeeperEnsemble",
+    "ZooKeeperNotFound",
+    "ZooKeeperServer",
+    "find_java",
+    "find_zookeeper_classpath",
+]
+
+#: Where a distribution's package puts ``zookeeper.jar`` (Debian/Ubuntu); read at call
+#: time, so tests can hide it.
+SYSTEM_JAR_DIRS: tuple[Path, ...] = (Path("/usr/share/java"),)
+_SLF4J_BINDINGS = ("slf4j-simple.jar", "slf4j-jdk14.jar")  # without one the server logs nothing
+_MAIN_CLASS = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
+_SERVER_JAR = re.compile(r"zookeeper(-\d[\w.]*)?\.jar")
+_TAG_ENV = "ZKLOCKS_SERVER_TAG"
+_POLL_INTERVAL = 0.025
+_STOP_GRACE = 5.0
+
+_INSTALL_ZOOKEEPER = (
+    "Install it with `sudo apt-get install zookeeper` (Debian/Ubuntu; it brings Java too), "
+    "or set ZOOKEEPER_HOME to an unpacked Apache ZooKeeper release."
+)
+_INSTALL_JAVA = (
+    "Install it with `sudo apt-get install zookeeper` (Debian/Ubuntu; it pulls in a JRE) "
+    "or `sudo apt-get install default-jre-headless`, or set JAVA_HOME to a JDK or JRE."
+)
+
+# Runs beside each JVM; our end of its stdin closes however we die, even by SIGKILL.
+# Arguments: the JVM's process group, the tag, then a temporary data dir to remove.
+_WATCHDOG = """\
+import os, shutil, signal, sys
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+sys.stdin.buffer.read()
+try:
+    os.killpg(int(sys.argv[1]), signal.SIGKILL)
+except ProcessLookupError:
+    pass
+for path in sys.argv[3:]:
+    shutil.rmtree(path, ignore_errors=True)
+"""
+
+
+class ServerError(RuntimeError):
+    """A local ZooKeeper could not be set up or started."""
+
+
+class ServerSetupError(ServerError):
+    """ZooKeeper or Java is missing; the message says how to install it."""
+
+
+class ZooKeeperNotFound(ServerSetupError):
+    """Neither ``$ZOOKEEPER_HOME`` nor the distribution's package has ZooKeeper."""
+
+
+class JavaNotFound(ServerSetupError):
+    """Neither ``$JAVA_HOME`` nor ``PATH`` has a ``java``."""
+
+
+class ServerStartError(ServerError):
+    """The JVM exited before serving, or did not serve in time."""
+
+
+class ServerStartTimeout(ServerStartError, TimeoutError):
+    """The server was still not serving when ``startup_timeout`` ran out."""
+
+
+def find_zookeeper_classpath() -> list[Path]:
+    """The classpath for the server: ``$ZOOKEEPER_HOME`` wins when set, even if broken,
+    because silently running some other ZooKeeper than the one asked for misleads."""
+    home = os.environ.get("ZOOKEEPER_HOME")
+    if home:
+        root = Path(home)
+        jars = sorted(root.glob("zookeeper*.jar")) + sorted((root / "lib").glob("*.jar"))
+        if not any(_SERVER_JAR.fullmatch(jar.name) for jar in jars):
+            raise ZooKeeperNotFound(
+                f"ZooKeeper not found: ZOOKEEPER_HOME={home} has no zookeeper-<version>.jar "
+                f"in it or in its lib/. {_INSTALL_ZOOKEEPER}"
+            )
+        conf = root / "conf"  # holds the release's logging config
+        return ([conf] if conf.is_dir() else []) + jars
+    for directory in SYSTEM_JAR_DIRS:
+        jar = directory / "zookeeper.jar"
+        if jar.is_file():
+            # Debian's jar names its dependencies in its manifest; only a logger is missing.
+            bindings = [directory / name for name in _SLF4J_BINDINGS]
+            return [jar, *[binding for binding in bindings if binding.is_file()][:1]]
+    looked = ", ".join(str(directory / "zookeeper.jar") for directory in SYSTEM_JAR_DIRS)
+    raise ZooKeeperNotFound(
+        f"ZooKeeper not found: ZOOKEEPER_HOME is not set and there is no {looked}. "
+        f"{_INSTALL_ZOOKEEPER}"
+    )
+
+
+def find_java() -> Path:
+    """The ``java`` to run; ``$JAVA_HOME`` wins when set, even if broken (see above)."""
+    home = os.environ.get("JAVA_HOME")
+    if home:
+        java = Path(home) / "bin" / "java"
+        if java.is_file() and os.access(java, os.X_OK):
+            return java
+        raise JavaNotFound(f"Java not found: JAVA_HOME={home} has no bin/java. {_INSTALL_JAVA}")
+    found = shutil.which("java")
+    if found is None:
+        raise JavaNotFound(
+            f"Java not found: JAVA_HOME is not set and there is no `java` on PATH. {_INSTALL_JAVA}"
+        )
+    return Path(found)
+
+
+def _free_ports(count: int) -> list[int]:
+    """Distinct free loopback ports; the sockets stay bound until all are picked."""
+    with contextlib.ExitStack() as stack:
+        sockets = [stack.enter_context(socket.socket()) for _ in range(count)]
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+        return [sock.getsockname()[1] for sock in sockets]
+
+
+def _port_is_free(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the JVM binds
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def _four_letter(port: int, word: str, timeout: float) -> str:
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
+        sock.sendall(word.encode("ascii"))
+        chunks = []
+        while chunk := sock.recv(65536):
+            chunks.append(chunk)
+    return b"".join(chunks).decode("utf-8", "replace")
+
+
+def _signal_group(process: subprocess.Popen[bytes], sig: signal.Signals) -> None:
+    # poll() first: once reaped, the pid (and so the group id) may belong to a stranger.
+    if process.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, sig)
+
+
+def _wait_until_stopped(pid: int, deadline: float) -> None:
+    """SIGSTOP lands asynchronously; wait for the kernel to show the process stopped."""
+    stat = Path(f"/proc/{pid}/stat")
+    while time.monotonic() < deadline:
+        try:
+            state = stat.read_text().rpartition(")")[2].split()[0]
+        except (OSError, IndexError):
+            return  # no procfs here: trust the signal
+        if state in ("T", "t"):
+            return
+        time.sleep(0.005)
+
+
+@dataclass(eq=False)
+class _Leftovers:
+    """What must not outlive us. A finalizer holds this, never the server object itself."""
+
+    jvm: subprocess.Popen[bytes] | None = None
+    watchdog: subprocess.Popen[bytes] | None = None
+    temp_dir: Path | None = None
+
+    def kill(self) -> None:
+        if self.jvm is not None:
+            _signal_group(self.jvm, signal.SIGKILL)
+            self.jvm.wait()
+            self.jvm = None
+        if self.watchdog is not None:
+            self.watchdog.kill()  # not EOF: by now the JVM's group id may be reused
+            self.watchdog.wait()
+            if self.watchdog.stdin is not None:
+                self.watchdog.stdin.close()
+            self.watchdog = None
+
+    def release(self) -> None:
+        self.kill()
+        if self.temp_dir is not None:
+            shutil.rmtree(self.temp_dir, ignore_errors=True)
+            self.temp_dir = None
+
+
+class _ZooKeeperProcess:
+    """One ZooKeeper JVM: the lifecycle shared by a standalone server and an ensemble member."""
+
+    _serving_modes: frozenset[str] = frozenset()
+
+    def __init__(
+        self,
+        *,
+        port: int | None,
+        tick_time: int,
+        min_session_timeout: int | None,
+        max_session_timeout: int | None,
+        force_sync: bool,
+        heap: str,
+        startup_timeout: float,
+    ) -> None:
+        self.tick_time = tick_time
+        self.min_session_timeout = min_session_timeout
+        self.max_session_timeout = max_session_timeout
+        self.force_sync = force_sync
+        self.heap = heap
+        self.startup_timeout = startup_timeout
+        self._port_fixed = port is not None  # given, or clients may know it already
+        self._port = port if port is not None else _free_ports(1)[0]
+        self._directory: Path | None = None
+        self._paused = False
+        self._leftovers = _Leftovers()
+        self._finalizer = weakref.finalize(self, self._leftovers.release)
+
+    @property
+    def port(self) -> int:
+        """Fixed from the first start on; a port picked for us may change until then, should
+        another process take it meanwhile."""
+        return self._port
+
+    @property
+    def hosts(self) -> str:
+        """The connect string for clients."""
+        return f"127.0.0.1:{self._port}"
+
+    @property
+    def pid(self) -> int | None:
+        return self._leftovers.jvm.pid if self.running and self._leftovers.jvm else None
+
+    @property
+    def running(self) -> bool:
+        """The JVM is alive (paused counts: it still holds its sessions)."""
+        jvm = self._leftovers.jvm
+        return jvm is not None and jvm.poll() is None
+
+    @property
+    def paused(self) -> bool:
+        return self._paused and self.running
+
+    @property
+    def data_dir(self) -> Path | None:
+        return self._directory
+
+    @property
+    def log_path(self) -> Path | None:
+        return None if self._directory is None else self._directory / "zookeeper.log"
+
+    def four_letter(self, word: str, *, timeout: float = 2.0) -> str:
+        """Ask a four-letter word (``ruok``, ``srvr``, ``mntr``, ``cons``, ``wchs``...).
+
+        Raises ``OSError`` (``TimeoutError`` when paused) if the server does not answer."""
+        return _four_letter(self._port, word, timeout)
+
+    def mntr(self) -> dict[str, str | int]:
+        """``mntr`` parsed; integer values become ints (e.g. ``zk_packets_received``)."""
+        stats: dict[str, str | int] = {}
+        for line in self.four_letter("mntr").splitlines():
+            key, tab, value = line.partition("\t")
+            if tab:
+                stats[key] = int(value) if value.lstrip("-").isdigit() else value
+        return stats
+
+    def mode(self, *, timeout: float = 1.0) -> str | None:
+        """``standalone``, ``leader`` or ``follower``; None while not serving or not answering."""
+        try:
+            answer = self.four_letter("srvr", timeout=timeout)
+        except OSError:
+            return None
+        match = re.search(r"^Mode: (\w+)", answer, re.MULTILINE)
+        return match.group(1) if match else None
+
+    def start(self, *, wait: bool = True) -> None:
+        """Start the JVM; with ``wait``, return only once it serves clients."""
+        if self.running:
+            raise RuntimeError(f"{self!r} is already running")
+        classpath = find_zookeeper_classpath()  # before anything is created
+        java = find_java()
+        self._spawn(java, classpath, self._prepare_directory())
+        if wait:
+            try:
+                self.wait_ready()
+            except BaseException:
+                self._leftovers.kill()
+                raise
+
+    def wait_ready(self, timeout: float | None = None) -> None:
+        """Poll until the server serves, raising with its log tail if the JVM exits."""
+        timeout = self.startup_timeout if timeout is None else timeout
+        deadline = time.monotonic() + timeout
+        while not self._serving():
+            if time.monotonic() >= deadline:
+                raise ServerStartTimeout(
+                    f"{self!r} did not serve within {timeout} s; {self._log_tail()}"
+                )
+            time.sleep(_POLL_INTERVAL)
+
+    def stop(self, *, timeout: float = _STOP_GRACE) -> None:
+        """Shut down cleanly: SIGTERM (and SIGCONT, should it be paused), SIGKILL after
+        ``timeout`` seconds."""
+        self._shut_down(timeout)
+        self._discard_data()
+
+    def restart(self) -> None:
+        """Stop cleanly and start again on the same port with the same data, so clients
+        can resume their sessions."""
+        self._shut_down(_STOP_GRACE)
+        self.start()
+
+    def kill(self) -> None:
+        """SIGKILL, as a crash would; the data stays, so ``restart()`` recovers it."""
+        self._leftovers.kill()
+        self._paused = False
+
+    def pause(self) -> None:
+        """SIGSTOP: the process stays but answers nothing, like a long GC pause."""
+        jvm = self._require_running()
+        _signal_group(jvm, signal.SIGSTOP)
+        _wait_until_stopped(jvm.pid, time.monotonic() + 2.0)
+        self._paused = True
+
+    def resume(self) -> None:
+        _signal_group(self._require_running(), signal.SIGCONT)
+        self._paused = False
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(hosts={self.hosts!r}, running={self.running})"
+
+    # -- for subclasses ----------------------------------------------------------------
+
+    def _prepare_directory(self) -> Path:
+        raise NotImplementedError
+
+    def _discard_data(self) -> None:
+        pass
+
+    def _extra_config(self) -> list[str]:
+        return []
+
+    def _extra_jvm_options(self) -> list[str]:
+        return []
+
+    # -- internals ---------------------------------------------------------------------
+
+    def _ask_to_exit(self) -> None:
+        jvm = self._leftovers.jvm
+        if jvm is not None:
+            _signal_group(jvm, signal.SIGTERM)
+            _signal_group(jvm, signal.SIGCONT)  # a stopped JVM acts on nothing else
+
+    def _shut_down(self, timeout: float) -> None:
+        self._ask_to_exit()
+        jvm = self._leftovers.jvm
+        if jvm is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                jvm.wait(timeout)
+        self._leftovers.kill()
+        self._paused = False
+
+    def _require_running(self) -> subprocess.Popen[bytes]:
+        jvm = self._leftovers.jvm
+        if jvm is None or jvm.poll() is not None:
+            raise RuntimeError(f"{self!r} is not running")
+        return jvm
+
+    def _config(self, directory: Path) -> list[str]:
+        lines = [
+            f"tickTime={self.tick_time}",
+            f"dataDir={directory}",
+            f"clientPort={self._port}",
+            "clientPortAddress=127.0.0.1",
+            "4lw.commands.whitelist=*",
+            "maxClientCnxns=0",  # the default refuses a test's 61st session from one IP
+            "admin.enableServer=false",  # it would take port 8080
+        ]
+        if self.min_session_timeout is not None:
+            lines.append(f"minSessionTimeout={self.min_session_timeout}")
+        if self.max_session_timeout is not None:
+            lines.append(f"maxSessionTimeout={self.max_session_timeout}")
+        if not self.force_sync:
+            lines.append("forceSync=no")
+        return lines + self._extra_config()
+
+    def _spawn(self, java: Path, classpath: list[Path], directory: Path) -> None:
+        if not _port_is_free(self._port):
+            if self._port_fixed:
+                raise ServerStartError(f"port {self._port} on 127.0.0.1 is already in use")
+            self._port = _free_ports(1)[0]  # taken since we picked it: pick again
+        self._port_fixed = True
+        config = directory / "zoo.cfg"
+        config.write_text("\n".join(self._config(directory)) + "\n")
+        tag = f"-Dzklocks.tag={os.environ.get(_TAG_ENV, 'zklocks')}"
+        command = [
+            str(java),
+            f"-Xmx{self.heap}",
+            "-XX:+UseSerialGC",  # fewer GC threads on small, shared machines
+            tag,
+            *self._extra_jvm_options(),
+            "-cp",
+            os.pathsep.join(str(entry) for entry in classpath),
+            _MAIN_CLASS,
+            str(config),
+        ]
+        with open(directory / "zookeeper.log", "ab") as log:
+            jvm = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=directory,
+                start_new_session=True,
+            )
+        self._leftovers.jvm = jvm
+        self._leftovers.watchdog = subprocess.Popen(
+            [sys.executable, "-I", "-S", "-c", _WATCHDOG, str(jvm.pid), tag]
+            + ([str(self._leftovers.temp_dir)] if self._leftovers.temp_dir else []),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+
+    def _serving(self) -> bool:
+        jvm = self._require_started()
+        if jvm.poll() is not None:
+            raise ServerStartError(
+                f"{self!r}: the JVM exited with code {jvm.returncode} before serving; "
+                f"{self._log_tail()}"
+            )
+        try:
+            if self.four_letter("ruok", timeout=1.0) != "imok":
+                return False
+            if self.mode() not in self._serving_modes:
+                return False
+            # Someone else's server may answer on this port while ours failed to bind.
+            ours = f"dataDir={self._directory}{os.sep}version-2"
+            return ours in self.four_letter("conf", timeout=1.0).splitlines()
+        except OSError:
+            return False
+
+    def _require_started(self) -> subprocess.Popen[bytes]:
+        jvm = self._leftovers.jvm
+        if jvm is None:
+            raise RuntimeError(f"{self!r} was not started")
+        return jvm
+
+    def _log_tail(self, lines: int = 30) -> str:
+        log = self.log_path
+        try:
+            assert log is not None
+            tail = log.read_text(errors="replace").splitlines()[-lines:]
+        except (AssertionError, OSError):
+            return "no log was written"
+        return f"last lines of {log}:\n" + "\n".join(tail)
+
+
+class ZooKeeperServer(_ZooKeeperProcess):
+    """A standalone ZooKeeper on a loopback port.
+
+    Sessions may last between ``min_session_timeout`` and ``max_session_timeout`` ms,
+    by default 2 and 20 ticks: ``tick_time=200`` allows 400 ms sessions for lock-loss
+    tests but would cut a client's 10 s session to 4 s unless ``max_session_timeout``
+    is raised. ``force_sync=False`` skips the fsync per write: fine for tests, but say so
+    when quoting a benchmark. Without ``data_dir`` the data lives in a temporary
+    directory that ``stop()`` removes (``kill()`` and ``restart()`` keep it).
+    """
+
+    _serving_modes = frozenset({"standalone"})
+
+    def __init__(
+        self,
+        *,
+        port: int | None = None,
+        data_dir: str | os.PathLike[str] | None = None,
+        tick_time: int = 2000,
+        min_session_timeout: int | None = None,
+        max_session_timeout: int | None = None,
+        force_sync: bool = True,
+        heap: str = "512m",
+        startup_timeout: float = 30.0,
+    ) -> None:
+        super().__init__(
+            port=port,
+            tick_time=tick_time,
+            min_session_timeout=min_session_timeout,
+            max_session_timeout=max_session_timeout,
+            force_sync=force_sync,
+            heap=heap,
+            startup_timeout=startup_timeout,
+        )
+        self._given_dir = None if data_dir is None else Path(data_dir).absolute()
+
+    def _discard_data(self) -> None:
+        if self._given_dir is None:
+            self._leftovers.release()  # removes the temporary data dir
+            self._directory = None
+
+    def _prepare_directory(self) -> Path:
+        if self._directory is None:
+            if self._given_dir is not None:
+                self._given_dir.mkdir(parents=True, exist_ok=True)
+                self._directory = self._given_dir
+            else:
+                self._directory = Path(tempfile.mkdtemp(prefix="zklocks-zk-"))
+                self._leftovers.temp_dir = self._directory
+        return self._directory
+
+    def __enter__(self) -> ZooKeeperServer:
+        if not self.running:
+            self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+class EnsembleMember(_ZooKeeperProcess):
+    """One member of a :class:`ZooKeeperEnsemble`. Its data lives as long as the
+    ensemble's, so ``stop()`` then ``start()`` rejoins with everything it had."""
+
+    _serving_modes = frozenset({"leader", "follower"})
+
+    def __init__(
+        self,
+        myid: int,
+        *,
+        port: int,
+        server_lines: Sequence[str],
+        tick_time: int,
+        min_session_timeout: int | None,
+        max_session_timeout: int | None,
+        force_sync: bool,
+        heap: str,
+        startup_timeout: float,
+    ) -> None:
+        super().__init__(
+            port=port,
+            tick_time=tick_time,
+            min_session_timeout=min_session_timeout,
+            max_session_timeout=max_session_timeout,
+            force_sync=force_sync,
+            heap=heap,
+            startup_timeout=startup_timeout,
+        )
+        self.myid = myid
+        self._server_lines = list(server_lines)
+
+    def _prepare_directory(self) -> Path:
+        if self._directory is None:
+            raise RuntimeError(f"{self!r} has no data dir: start its ensemble first")
+        self._directory.mkdir(parents=True, exist_ok=True)
+        (self._directory / "myid").write_text(f"{self.myid}\n")
+        return self._directory
+
+    def _extra_config(self) -> list[str]:
+        # Limits are in ticks; keep them near 10 s and 2 s whatever the tick, so a short
+        # tick does not fail the initial sync yet a paused leader is noticed quickly.
+        return [
+            f"initLimit={max(10, math.ceil(10_000 / self.tick_time))}",
+            f"syncLimit={max(5, math.ceil(2_000 / self.tick_time))}",
+            *self._server_lines,
+        ]
+
+    def _extra_jvm_options(self) -> list[str]:
+        # Election retries back off up to 60 s by default; members started a second
+        # apart would then wait far longer than needed for each other.
+        return ["-Dzookeeper.fastleader.maxNotificationInterval=2000"]
+
+    def __repr__(self) -> str:
+        return f"EnsembleMember({self.myid}, hosts={self.hosts!r}, running={self.running})"
+
+
+class ZooKeeperEnsemble:
+    """A quorum of ``size`` members on loopback ports, for tests that take members down.
+
+    ``hosts`` lists every member; ``members[i]`` can be stopped, killed, paused and
+    restarted on its own. Options mean what they mean for :class:`ZooKeeperServer`;
+    ``client_ports`` pins the members' client ports (peer ports are always picked free).
+    """
+
+    def __init__(
+        self,
+        size: int = 3,
+        *,
+        client_ports: Sequence[int] | None = None,
+        data_dir: str | os.PathLike[str] | None = None,
+        tick_time: int = 2000,
+        min_session_timeout: int | None = None,
+        max_session_timeout: int | None = None,
+        force_sync: bool = True,
+        heap: str = "512m",
+        startup_timeout: float = 60.0,
+    ) -> None:
+        if size < 1:
+            raise ValueError(f"an ensemble needs at least one member, not {size}")
+        if client_ports is not None and len(client_ports) != size:
+            raise ValueError(f"{len(client_ports)} client ports for {size} members")
+        self.startup_timeout = startup_timeout
+        self._given_dir = None if data_dir is None else Path(data_dir).absolute()
+        self._root: Path | None = None
+        self._leftovers = _Leftovers()  # only the temp dir; members own their JVMs
+        self._finalizer = weakref.finalize(self, self._leftovers.release)
+        ports = _free_ports(2 * size if client_ports else 3 * size)
+        clients = list(client_ports) if client_ports else ports[2 * size :]
+        server_lines = [
+            f"server.{myid}=127.0.0.1:{ports[2 * myid - 2]}:{ports[2 * myid - 1]}"
+            for myid in range(1, size + 1)
+        ]
+        self.members = [
+            EnsembleMember(
+                myid,
+                port=clients[myid - 1],
+                server_lines=server_lines,
+                tick_time=tick_time,
+                min_session_timeout=min_session_timeout,
+                max_session_timeout=max_session_timeout,
+                force_sync=force_sync,
+                heap=heap,
+                startup_timeout=startup_timeout,
+            )
+            for myid in range(1, size + 1)
+        ]
+
+    @property
+    def hosts(self) -> str:
+        return ",".join(member.hosts for member in self.members)
+
+    @property
+    def running(self) -> bool:
+        """Some member's JVM is alive."""
+        return any(member.running for member in self.members)
+
+    @property
+    def data_dir(self) -> Path | None:
+        return self._root
+
+    def start(self) -> None:
+        """Start every member not running, then wait for all to serve under one leader."""
+        if self._root is None:
+            if self._given_dir is not None:
+                self._root = self._given_dir
+            else:
+                self._root = Path(tempfile.mkdtemp(prefix="zklocks-ensemble-"))
+                self._leftovers.temp_dir = self._root
+            for member in self.members:
+                member._directory = self._root / f"member-{member.myid}"
+        try:
+            for member in self.members:
+                if not member.running:
+                    member.start(wait=False)  # none can serve before a quorum is up
+            self.wait_ready()
+        except BaseException:
+            for member in self.members:
+                member.kill()
+            raise
+
+    def wait_ready(self, timeout: float | None = None) -> None:
+        """Poll until every running member serves and one of them leads."""
+        deadline = time.monotonic() + (self.startup_timeout if timeout is None else timeout)
+        for member in self.members:
+            if member.running:
+                member.wait_ready(max(0.0, deadline - time.monotonic()))
+        self.wait_for_leader(max(0.0, deadline - time.monotonic()))
+
+    def stop(self) -> None:
+        """Stop every member cleanly; remove the data unless ``data_dir`` was given."""
+        for member in self.members:
+            member._ask_to_exit()  # all at once: shutting down takes each a while
+        for member in self.members:
+            member.stop()
+        if self._given_dir is None:
+            self._leftovers.release()
+            self._root = None
+            for member in self.members:
+                member._directory = None
+
+    def leader(self) -> EnsembleMember:
+        """The member whose ``srvr`` says leader right now (LookupError if none does)."""
+        for member in self.members:
+            if member.running and not member.paused and member.mode(timeout=0.5) == "leader":
+                return member
+        raise LookupError("no member of the ensemble is leading")
+
+    def wait_for_leader(self, timeout: float = 30.0) -> EnsembleMember:
+        """Poll until some member leads, e.g. after the old leader was killed."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                return self.leader()
+            except LookupError:
+                if time.monotonic() >= deadline:
+                    raise ServerStartTimeout(f"no leader elected within {timeout} s") from None
+            time.sleep(_POLL_INTERVAL)
+
+    def __enter__(self) -> ZooKeeperEnsemble:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        return f"ZooKeeperEnsemble(hosts={self.hosts!r}, running={self.running})"
