@@ -5,13 +5,15 @@ from __future__ import annotations
 import threading
 import weakref
 from types import TracebackType
-from typing import Protocol
+from typing import Any, Protocol
 
 from zklocks import _validate
 from zklocks._errors import ClientClosed, InvalidArgument
+from zklocks._flow import Flow
 from zklocks._holdings import make_config
 from zklocks._lease import Lease, loss_deadline
 from zklocks._session import SessionState, SyncSession, WatchEvent, WatchKind
+from zklocks._sync import driver
 from zklocks._sync.locks import Lock, ReadWriteLock
 
 DEFAULT_HOSTS = "127.0.0.1:2181"
@@ -152,7 +154,11 @@ class Client:
         )
         return Lock(self, config)
 
-    # -- for the lock classes -----------------------------------------------------------
+    # -- for the lock classes and tools ------------------------------------------------
+
+    def _run(self, flow: Flow) -> Any:
+        """Run a read-only flow (e.g. ``list_contenders``) on this client's session."""
+        return driver.run(flow, self._session_or_raise())
 
     def _session_or_raise(self) -> SyncSession:
         session = self._session

@@ -204,7 +204,7 @@ class KazooSession:
         if isinstance(request, Delete):
             return client.delete_async(request.path)
         if isinstance(request, GetChildren):
-            return client.get_children_async(request.path)
+            return client.get_children_async(request.path, watch=self._wrap(request.path, watcher))
         if isinstance(request, GetData):
             return client.get_async(request.path)
         if isinstance(request, Exists):

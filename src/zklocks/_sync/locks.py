@@ -17,6 +17,8 @@ from zklocks._contenders import Contender, list_contenders
 from zklocks._errors import AlreadyHeld, LockLost
 from zklocks._holdings import HoldingTable, LockConfig
 from zklocks._lease import Lease
+from zklocks._ops import Exists, GetChildren
+from zklocks._protocol.errors import NoNodeError
 from zklocks._sync import driver
 
 if TYPE_CHECKING:
@@ -122,6 +124,22 @@ class Lock:
         session = self._client._session_or_raise()
         result: list[Contender] = driver.run(list_contenders(self.path), session)
         return result
+
+    def wait_for_change(self, timeout: float | None = None) -> bool:
+        """Block until a contender joins or leaves (True) or ``timeout`` passes (False).
+
+        Driven by a ZooKeeper child watch on the lock path, not by polling: tools such
+        as ``zklocks status --watch`` redraw on it.
+        """
+        session = self._client._session_or_raise()
+        changed = threading.Event()
+        timeout = _validate.timeout(timeout)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        reply = session.call([GetChildren(self.path)], deadline, lambda _event: changed.set())
+        if isinstance(reply[0], NoNodeError):
+            # no lock path yet: its creation is the change (an exists-watch fires on it)
+            session.call([Exists(self.path)], deadline, lambda _event: changed.set())
+        return changed.wait(timeout)
 
     def __enter__(self) -> Lease:
         return self.acquire()
