@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import socket
+import struct
+import threading
+from collections.abc import Iterator
 from typing import Any
 
 
@@ -13,15 +18,51 @@ def session_credentials(client: Any) -> tuple[int, bytes]:
     return credentials
 
 
+@contextlib.contextmanager
+def frozen(client: Any) -> Iterator[None]:
+    """Hold the client's connection thread still (a stalled client) inside the block."""
+    loop = client._session._loop
+    gate, holding = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        holding.set()
+        gate.wait(60)
+
+    loop.call_soon_threadsafe(hold)
+    assert holding.wait(10), "the client's loop did not stop"
+    try:
+        yield
+    finally:
+        gate.set()
+
+
 def expire_session(client: Any, hosts: str) -> None:
-    """Make the server expire ``client``'s session now.
+    """Make the server end ``client``'s session now, as an expiry would.
 
-    The classic trick: a second connection that presents the same session id and
-    password and then closes makes the server close (expire) that session at once.
+    The classic trick: a second connection presents the session's id and password,
+    then closes the session. The client is frozen meanwhile: it would otherwise
+    reconnect within milliseconds when the server moves its session to the twin, take
+    the session back, and the server would refuse the twin's close.
     """
-    from kazoo.client import KazooClient
+    with frozen(client):
+        close_session(hosts, *session_credentials(client))
 
-    twin = KazooClient(hosts=hosts, client_id=session_credentials(client))
-    twin.start(timeout=15)
-    twin.stop()
-    twin.close()
+
+def close_session(hosts: str, session_id: int, password: bytes) -> None:
+    """Attach to a session from a raw socket and close it (one write, both frames)."""
+    host, port = hosts.split(",")[0].split("/")[0].rsplit(":", 1)
+    connect = struct.pack(">iqiqi", 0, 0, 10_000, session_id, len(password)) + password
+    connect += b"\x00"  # readOnly = false
+    close = struct.pack(">ii", 1, -11)  # xid 1, closeSession
+    frames = b"".join(struct.pack(">i", len(body)) + body for body in (connect, close))
+    with socket.create_connection((host, int(port)), timeout=10) as twin:
+        twin.sendall(frames)
+        received = b""
+        while len(received) < 4 + 36 + 4 + 16:  # connect reply, then the close reply
+            chunk = twin.recv(4096)
+            if not chunk:
+                break
+            received += chunk
+    (length,) = struct.unpack(">i", received[:4])
+    _proto, timeout, granted_id = struct.unpack(">iiq", received[4:20])
+    assert granted_id == session_id and timeout > 0, "the server did not re-attach the session"

@@ -12,8 +12,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from zklocks._connection import SessionState
 from zklocks._lease import SessionFacts
 from zklocks._ops import Reply, Request
+
+__all__ = ["SessionState", "StateListener", "SyncSession", "WatchEvent", "WatchKind", "Watcher"]
 
 
 class WatchKind(enum.Enum):
@@ -34,16 +37,6 @@ class WatchEvent:
 
 
 Watcher = Callable[[WatchEvent], None]
-
-
-class SessionState(enum.Enum):
-    """CONNECTED; SUSPENDED (cut off, session may live); LOST (expired); CLOSED."""
-
-    CONNECTING = "connecting"
-    CONNECTED = "connected"
-    SUSPENDED = "suspended"
-    LOST = "lost"
-    CLOSED = "closed"
 
 
 StateListener = Callable[[SessionState], None]

@@ -34,9 +34,9 @@ class SessionFactory(Protocol):
 def _default_session_factory(
     hosts: str, *, session_timeout: float, connect_timeout: float
 ) -> StartableSession:
-    from zklocks._sync.kazoo_session import KazooSession
+    from zklocks._sync.native_session import NativeSession
 
-    return KazooSession(hosts, session_timeout=session_timeout, connect_timeout=connect_timeout)
+    return NativeSession(hosts, session_timeout=session_timeout, connect_timeout=connect_timeout)
 
 
 class Client:

@@ -1,0 +1,693 @@
+"""The asyncio connection that runs the sans-IO session (``zklocks._protocol.session``).
+
+Theory of operation
+-------------------
+One ``Connection`` keeps one ZooKeeper session alive over successive TCP (or TLS)
+connections. The protocol core decides what bytes mean; this module owns everything
+that needs a clock, a socket or a callback:
+
+* **Pipelining.** ``submit()`` encodes the request and writes it at once; the future is
+  resolved when its reply arrives (ZooKeeper answers in order). It must be called on the
+  loop's thread.
+* **Liveness.** Once connected, a ping goes out whenever nothing was sent for a third of
+  the negotiated session timeout; if nothing at all is *received* for two thirds of it,
+  the connection is declared dead and dropped (a silent peer or a stalled network looks
+  exactly like that). One timer handles both; it is not re-armed per packet.
+* **States.** ``CONNECTING`` (before the first session) -> ``CONNECTED`` ->
+  ``SUSPENDED`` (connection lost, session maybe alive) -> ``CONNECTED`` (same session)
+  or ``LOST`` (the session expired) -> ``CONNECTED`` (a new session). ``CLOSED`` is
+  final. Listeners hear every transition, on the loop thread.
+* **Reconnecting.** On a drop, every request in flight fails with
+  ``ConnectionLossError`` (the server may or may not have applied it; the caller
+  decides); requests submitted meanwhile wait in a queue. Hosts are tried in turn
+  (shuffled once at start), starting with the one after the host that failed, each
+  attempt bounded by ``connect_timeout``. On the new connection the session is resumed
+  with its id, password and last zxid; then auth is re-sent and every watch restored
+  with setWatches before the queue is flushed.
+* **Expiry.** The session is LOST when a server says so during the handshake, or when
+  a full session timeout has passed since the last answered request was sent without a
+  connection coming back (the server must have expired it by then: it cannot have heard
+  from us later than we sent). Every watcher is then called once with
+  ``WatchEvent(NONE, LOST, path)``, queued requests fail with ``SessionExpiredError``,
+  and a new session is established; requests submitted from then on use it.
+* **Lease time.** ``last_answered_sent`` is the ``time.monotonic()`` at which the most
+  recently answered request (pings and the handshake included) was sent: the server
+  heard from us no earlier than that, so the session lives at least until that instant
+  plus the session timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import logging
+import random
+import ssl as _ssl
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from zklocks._ops import Created, NodeData
+from zklocks._protocol import codec
+from zklocks._protocol.constants import DEFAULT_MAX_BUFFER, AddWatchMode, CreateMode, EventType
+from zklocks._protocol.errors import (
+    AuthFailedError,
+    ClientClosedError,
+    ConnectionFailedError,
+    ConnectionLossError,
+    MarshallingError,
+    SessionExpiredError,
+    ZooKeeperError,
+)
+from zklocks._protocol.records import (
+    ACL,
+    OPEN_ACL_UNSAFE,
+    AddWatchRequest,
+    CreateRequest,
+    DeleteRequest,
+    ExistsRequest,
+    GetChildrenRequest,
+    GetDataRequest,
+    MultiOp,
+    MultiRequest,
+    SetDataRequest,
+    SyncRequest,
+    ZnodeStat,
+)
+from zklocks._protocol.session import Established, Expired, Notification, Reply, Session
+
+__all__ = ["Connection", "EventType", "SessionState", "WatchEvent"]
+
+log = logging.getLogger("zklocks.connection")
+
+_CLOSE_REPLY_TIMEOUT = 2.0  # how long close() waits for the closeSession answer
+_BACKOFF_MIN = 0.02
+_BACKOFF_MAX = 1.0
+
+
+class SessionState(enum.Enum):
+    """Where the connection's session stands (see the module docstring)."""
+
+    CONNECTING = "connecting"
+    CONNECTED = "connected"
+    SUSPENDED = "suspended"
+    LOST = "lost"
+    CLOSED = "closed"
+
+
+@dataclass(frozen=True, slots=True)
+class WatchEvent:
+    """What a watcher is called with: why it fired, the session state, the client's path."""
+
+    type: EventType
+    state: SessionState
+    path: str
+
+
+Watcher = Callable[[WatchEvent], Any]
+Listener = Callable[[SessionState], Any]
+
+
+class _Wire(asyncio.Protocol):
+    """One TCP/TLS connection; hands every byte to its ``Connection``."""
+
+    def __init__(self, owner: Connection, loop: asyncio.AbstractEventLoop) -> None:
+        self.owner = owner
+        self.transport: asyncio.Transport | None = None
+        self.handshake: asyncio.Future[Established | Expired] = loop.create_future()
+        self.lost: asyncio.Future[None] = loop.create_future()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self.owner._data_received(self, data)
+
+    def eof_received(self) -> bool:
+        return False  # the server hung up: close our side too
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.handshake.done():
+            self.handshake.set_exception(ConnectionLossError("connection closed in handshake"))
+            self.handshake.exception()  # retrieved: nobody may be waiting any more
+        if not self.lost.done():
+            self.lost.set_result(None)
+
+    def abort(self) -> None:
+        if self.transport is not None:
+            self.transport.abort()
+
+
+class Connection:
+    """A ZooKeeper session kept alive over reconnects, on one asyncio event loop."""
+
+    def __init__(
+        self,
+        hosts: str,
+        *,
+        session_timeout: float = 10.0,
+        ssl: _ssl.SSLContext | None = None,
+        auth: Sequence[tuple[str, bytes]] = (),
+        connect_timeout: float | None = None,
+        randomize_hosts: bool = True,
+        max_request_size: int = DEFAULT_MAX_BUFFER,
+    ) -> None:
+        addresses, chroot = codec.parse_hosts(hosts)
+        if randomize_hosts:
+            random.shuffle(addresses)
+        self._addresses = addresses
+        self._ssl = ssl
+        self._connect_timeout = connect_timeout
+        self._session = Session(
+            timeout_ms=int(session_timeout * 1000),
+            chroot=chroot,
+            auth=auth,
+            max_request_size=max_request_size,
+        )
+        self._state = SessionState.CONNECTING
+        self._listeners: list[Listener] = []
+        self._queue: deque[tuple[object, asyncio.Future[Any], Watcher | None]] = deque()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._wire: _Wire | None = None  # the established connection, if any
+        self._attempt: _Wire | None = None  # the connection being set up, if any
+        self._transport: asyncio.Transport | None = None
+        self._host_index = 0
+        self._task: asyncio.Task[None] | None = None
+        self._started: asyncio.Future[None] | None = None
+        self._closing = False
+        self._closed_event: asyncio.Event | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._last_recv = 0.0
+        self._last_send = 0.0
+        self._ping_interval = session_timeout / 3
+        self._read_timeout = session_timeout * 2 / 3
+        self._closer: asyncio.Task[None] | None = None
+        self.last_answered_sent: float | None = None
+        self.last_host: str | None = None
+
+    # ------------------------------------------------------------ public state
+
+    @property
+    def state(self) -> SessionState:
+        return self._state
+
+    @property
+    def session_id(self) -> int:
+        return self._session.session_id
+
+    @property
+    def session_timeout(self) -> float:
+        """The negotiated session timeout in seconds (the requested one before that)."""
+        ms = self._session.timeout_ms or self._session.requested_timeout_ms
+        return ms / 1000
+
+    @property
+    def session_password(self) -> bytes:
+        return self._session.passwd
+
+    @property
+    def chroot(self) -> str:
+        return self._session.chroot
+
+    @property
+    def hosts(self) -> list[str]:
+        """``host:port`` of every server, in the order they are tried."""
+        return [f"{host}:{port}" for host, port in self._addresses]
+
+    def add_state_listener(self, fn: Listener) -> Callable[[], None]:
+        """Call ``fn(state)`` on every state change (on the loop thread); returns a remover."""
+        self._listeners.append(fn)
+
+        def remove() -> None:
+            with contextlib.suppress(ValueError):
+                self._listeners.remove(fn)
+
+        return remove
+
+    # ------------------------------------------------------------ lifecycle
+
+    async def start(self, timeout: float | None = None) -> None:
+        """Connect and establish a session; ``timeout`` defaults to the session timeout.
+
+        Raises ``ConnectionFailedError`` naming every host tried when none answered in time.
+        """
+        if self._task is not None or self._state is SessionState.CLOSED:
+            raise RuntimeError("a Connection can be started once")
+        loop = asyncio.get_running_loop()
+        self._loop = loop
+        self._closed_event = asyncio.Event()
+        limit = self.session_timeout if timeout is None else timeout
+        self._started = loop.create_future()
+        self._task = loop.create_task(self._supervise(time.monotonic() + limit))
+        try:
+            await asyncio.shield(self._started)
+        except BaseException:
+            await self.close()
+            raise
+
+    async def close(self) -> None:
+        """End the session (the server removes our ephemeral nodes now) and release all.
+
+        Idempotent. Waits up to two seconds for the server to confirm the closeSession.
+        """
+        if self._closing:
+            if self._closed_event is not None:
+                await self._closed_event.wait()
+            return
+        self._closing = True
+        wire = self._wire
+        if wire is not None and self._session.connected:
+            closing = self._loop_or_running().create_future()
+            try:
+                self._write(self._session.close_session((closing, time.monotonic())))
+                await asyncio.wait_for(asyncio.shield(closing), _CLOSE_REPLY_TIMEOUT)
+            except (ZooKeeperError, asyncio.TimeoutError, OSError) as exc:
+                log.debug("closeSession not confirmed: %r", exc)
+        task = self._task
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        for w in (self._wire, self._attempt):
+            if w is not None:
+                await self._hang_up(w)
+        self._wire = self._attempt = None
+        self._transport = None
+        self._cancel_timer()
+        error = ClientClosedError("the connection was closed")
+        self._fail(self._session.disconnect(), error)
+        self._fail_queue(error)
+        watchers = self._session.watches.drain()
+        self._set_state(SessionState.CLOSED)
+        self._notify_all(watchers, SessionState.CLOSED)
+        if self._started is not None and not self._started.done():
+            self._started.set_exception(ClientClosedError("closed before a session was made"))
+            self._started.exception()
+        if self._closed_event is not None:
+            self._closed_event.set()
+
+    def _loop_or_running(self) -> asyncio.AbstractEventLoop:
+        return self._loop or asyncio.get_running_loop()
+
+    async def _hang_up(self, wire: _Wire) -> None:
+        transport = wire.transport
+        if transport is None:
+            return
+        transport.close()
+        try:
+            await asyncio.wait_for(asyncio.shield(wire.lost), 1.0)
+        except asyncio.TimeoutError:
+            transport.abort()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(asyncio.shield(wire.lost), 1.0)
+
+    # ------------------------------------------------------------ requests
+
+    def submit(self, request: object, *, watcher: Watcher | None = None) -> asyncio.Future[Any]:
+        """Send ``request`` now (or queue it while disconnected); the future gets the reply.
+
+        Must be called on the loop's thread. A refused request sets the typed
+        ``ZooKeeperError`` as the future's exception; one in flight when the connection
+        drops, ``ConnectionLossError``; any after ``close()``, ``ClientClosedError``.
+        ``watcher`` sets a watch (exists/getData: data watch; getChildren: child watch;
+        AddWatchRequest: a persistent watch) and is called on the loop thread when it fires.
+        """
+        loop = self._loop or asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+        if self._wire is not None and not self._queue:
+            self._send(request, future, watcher)
+        elif self._closing:
+            future.set_exception(ClientClosedError())
+        else:
+            self._queue.append((request, future, watcher))
+        return future
+
+    def _send(self, request: object, future: asyncio.Future[Any], watcher: Watcher | None) -> None:
+        now = time.monotonic()
+        try:
+            frame = self._session.request(request, (future, now), watcher)
+        except (ZooKeeperError, TypeError, ValueError) as exc:
+            future.set_exception(exc)
+            return
+        self._last_send = now
+        transport = self._transport
+        assert transport is not None
+        transport.write(frame)
+
+    def _write(self, frame: bytes) -> None:
+        self._last_send = time.monotonic()
+        transport = self._transport
+        assert transport is not None
+        transport.write(frame)
+
+    # ------------------------------------------------------------ incoming bytes
+
+    def _data_received(self, wire: _Wire, data: bytes) -> None:
+        if wire is not self._wire and wire is not self._attempt:
+            return  # a connection we have given up on
+        self._last_recv = time.monotonic()
+        try:
+            events = self._session.receive(data)
+        except MarshallingError as exc:
+            log.warning("dropping the connection to %s: %s", self.last_host, exc)
+            wire.abort()
+            return
+        for event in events:
+            if type(event) is Reply:
+                future, sent = event.token
+                last = self.last_answered_sent
+                if last is None or sent > last:
+                    self.last_answered_sent = sent
+                if future is None:
+                    if not event.ok and isinstance(event.value, AuthFailedError):
+                        # Credentials it accepted before are refused now: like the Java
+                        # client's AUTH_FAILED, this is the end of the connection.
+                        log.error("the server refused our stored credentials; closing")
+                        self._closer = self._loop_or_running().create_task(self.close())
+                    continue
+                if not future.done():
+                    if event.ok:
+                        future.set_result(event.value)
+                    else:
+                        future.set_exception(event.value)
+            elif type(event) is Notification:
+                self._notify(event)
+            elif not wire.handshake.done():
+                assert isinstance(event, Established | Expired)
+                wire.handshake.set_result(event)
+
+    def _notify(self, event: Notification) -> None:
+        if not event.watchers:
+            return
+        try:
+            etype = EventType(event.event_type)
+        except ValueError:
+            log.warning("unknown watch event type %r on %s", event.event_type, event.path)
+            return
+        watch_event = WatchEvent(etype, SessionState.CONNECTED, event.path)
+        for watcher in event.watchers:
+            try:
+                watcher(watch_event)
+            except Exception:
+                log.exception("watcher %r failed on %r", watcher, watch_event)
+
+    def _notify_all(self, watchers: list[tuple[str, Any]], state: SessionState) -> None:
+        for path, watcher in watchers:
+            try:
+                watcher(WatchEvent(EventType.NONE, state, path))
+            except Exception:
+                log.exception("watcher %r failed on the %s notice", watcher, state.name)
+
+    # ------------------------------------------------------------ states
+
+    def _set_state(self, state: SessionState) -> None:
+        if state is self._state:
+            return
+        log.debug("session %#x: %s -> %s", self.session_id, self._state.name, state.name)
+        self._state = state
+        for listener in list(self._listeners):
+            try:
+                listener(state)
+            except Exception:
+                log.exception("state listener %r failed on %s", listener, state.name)
+
+    def _fail(self, tokens: list[Any], error: ZooKeeperError) -> None:
+        for future, _sent in tokens:
+            if future is not None and not future.done():
+                future.set_exception(type(error)(str(error)))
+
+    def _fail_queue(self, error: ZooKeeperError) -> None:
+        queue = self._queue
+        while queue:
+            _request, future, _watcher = queue.popleft()
+            if not future.done():
+                future.set_exception(type(error)(str(error)))
+
+    # ------------------------------------------------------------ the supervisor
+
+    async def _supervise(self, start_deadline: float) -> None:
+        assert self._started is not None
+        try:
+            await self._establish(start_deadline)
+        except BaseException as exc:
+            if not self._started.done():
+                self._started.set_exception(exc)
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+            return
+        self._started.set_result(None)
+        while True:
+            wire = self._wire
+            assert wire is not None
+            # not `await wire.lost`: cancelling this task must not cancel that future
+            await asyncio.wait((wire.lost,))
+            if self._closing:
+                return
+            self._disconnected(wire)
+            await self._establish(None)
+
+    def _disconnected(self, wire: _Wire) -> None:
+        log.info("connection to %s lost (session %#x)", self.last_host, self.session_id)
+        self._wire = None
+        self._transport = None
+        self._cancel_timer()
+        self._fail(self._session.disconnect(), ConnectionLossError("the connection dropped"))
+        self._set_state(SessionState.SUSPENDED)
+
+    def _expired(self, session_id: int, watchers: list[tuple[str, Any]]) -> None:
+        log.warning("session %#x expired", session_id)
+        self._fail_queue(SessionExpiredError("the session expired before it could be sent"))
+        self._set_state(SessionState.LOST)
+        self._notify_all(watchers, SessionState.LOST)
+
+    def _expiry_deadline(self) -> float | None:
+        """When the session must be gone on the server if we have not been heard since."""
+        if not self._session.session_id or self.last_answered_sent is None:
+            return None
+        return self.last_answered_sent + self.session_timeout
+
+    async def _establish(self, deadline: float | None) -> None:
+        """Try hosts until a session is live on a connection; handles expiry on the way.
+
+        ``deadline`` bounds the whole search (start only); raises ConnectionFailedError.
+        """
+        tried: dict[str, None] = {}
+        failures = 0
+        backoff = _BACKOFF_MIN
+        while True:
+            now = time.monotonic()
+            expiry = self._expiry_deadline()
+            if expiry is not None and now >= expiry:
+                session_id = self._session.session_id
+                self._expired(session_id, self._session.expire())
+                continue
+            if deadline is not None and now >= deadline:
+                raise ConnectionFailedError(hosts=tuple(tried))
+            host, port = self._addresses[self._host_index % len(self._addresses)]
+            self._host_index += 1
+            name = f"{host}:{port}"
+            tried[name] = None
+            limit = self._attempt_timeout()
+            for bound in (expiry, deadline):
+                if bound is not None:
+                    limit = min(limit, bound - now)
+            outcome = await self._connect_one(host, port, max(limit, 0.001))
+            if isinstance(outcome, Established):
+                return
+            if isinstance(outcome, Expired):
+                self._expired(outcome.session_id, outcome.watchers)
+                backoff = _BACKOFF_MIN
+                continue  # the server hung up; a new connection asks for a new session
+            failures += 1
+            if failures % len(self._addresses) == 0:
+                # Every host failed once: pause before the next round, not longer than
+                # the time left.
+                pause = random.uniform(backoff / 2, backoff)
+                for bound in (expiry, deadline):
+                    if bound is not None:
+                        pause = min(pause, max(bound - time.monotonic(), 0))
+                await asyncio.sleep(pause)
+                backoff = min(backoff * 2, _BACKOFF_MAX)
+
+    def _attempt_timeout(self) -> float:
+        if self._connect_timeout is not None:
+            return self._connect_timeout
+        return max(self.session_timeout / len(self._addresses), 0.1)
+
+    async def _connect_one(
+        self, host: str, port: int, timeout: float
+    ) -> Established | Expired | None:
+        loop = self._loop_or_running()
+        wire = _Wire(self, loop)
+        self._attempt = wire
+        try:
+            try:
+                event = await asyncio.wait_for(self._handshake(wire, host, port), timeout)
+            except (OSError, asyncio.TimeoutError, ZooKeeperError) as exc:
+                log.debug("could not connect to %s:%s: %r", host, port, exc)
+                wire.abort()
+                return None
+            except BaseException:
+                wire.abort()
+                raise
+            if isinstance(event, Expired):
+                wire.abort()
+                return event
+            self.last_host = f"{host}:{port}"
+            self._established(wire, event)
+            return event
+        finally:
+            self._attempt = None
+
+    async def _handshake(self, wire: _Wire, host: str, port: int) -> Established | Expired:
+        loop = self._loop_or_running()
+        sent = time.monotonic()
+        await loop.create_connection(lambda: wire, host, port, ssl=self._ssl)
+        assert wire.transport is not None
+        wire.transport.write(self._session.connect())
+        self._last_send = sent
+        event = await wire.handshake
+        if isinstance(event, Established):
+            # the handshake is an answered request: the server heard us no earlier
+            self.last_answered_sent = sent
+        return event
+
+    def _established(self, wire: _Wire, event: Established) -> None:
+        assert wire.transport is not None
+        self._wire = wire
+        self._transport = wire.transport
+        timeout = event.timeout_ms / 1000
+        self._ping_interval = timeout / 3
+        self._read_timeout = timeout * 2 / 3
+        now = time.monotonic()
+        self._last_recv = now
+        for frame in self._session.restore((None, now)):
+            self._write(frame)
+        queue = self._queue
+        while queue:
+            request, future, watcher = queue.popleft()
+            if not future.done():
+                self._send(request, future, watcher)
+        self._arm_timer()
+        log.info(
+            "session %#x %s on %s (timeout %.3f s)",
+            event.session_id,
+            "resumed" if event.resumed else "established",
+            self.last_host,
+            timeout,
+        )
+        self._set_state(SessionState.CONNECTED)
+
+    # ------------------------------------------------------------ the liveness timer
+
+    def _arm_timer(self) -> None:
+        loop = self._loop_or_running()
+        due = min(self._last_recv + self._read_timeout, self._last_send + self._ping_interval)
+        self._timer = loop.call_later(max(due - time.monotonic(), 0), self._tick)
+
+    def _cancel_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _tick(self) -> None:
+        self._timer = None
+        wire = self._wire
+        if wire is None:
+            return
+        now = time.monotonic()
+        if now - self._last_recv >= self._read_timeout:
+            log.warning(
+                "nothing heard from %s for %.3f s; dropping the connection",
+                self.last_host,
+                now - self._last_recv,
+            )
+            wire.abort()
+            return
+        if now - self._last_send >= self._ping_interval:
+            self._write(self._session.ping((None, now)))
+        self._arm_timer()
+
+    # ------------------------------------------------------------ conveniences
+
+    async def create(
+        self,
+        path: str,
+        data: bytes = b"",
+        *,
+        ephemeral: bool = False,
+        sequential: bool = False,
+        container: bool = False,
+        ttl: float | None = None,
+        acl: Sequence[ACL] = OPEN_ACL_UNSAFE,
+    ) -> Created:
+        """Create a node; ``ttl`` (seconds) makes a TTL node. Returns path and stat."""
+        if container:
+            if ephemeral or sequential or ttl is not None:
+                raise ValueError("a container node cannot be ephemeral, sequential or TTL")
+            mode = CreateMode.CONTAINER
+        elif ttl is not None:
+            if ephemeral:
+                raise ValueError("a TTL node cannot be ephemeral")
+            mode = (
+                CreateMode.PERSISTENT_SEQUENTIAL_WITH_TTL
+                if sequential
+                else CreateMode.PERSISTENT_WITH_TTL
+            )
+        else:
+            mode = CreateMode(int(ephemeral) | (2 if sequential else 0))
+        ttl_ms = 0 if ttl is None else max(int(ttl * 1000), 1)
+        request = CreateRequest(path, data, mode, acl, ttl_ms)
+        result: Created = await self.submit(request)
+        return result
+
+    async def delete(self, path: str, *, version: int = -1) -> None:
+        await self.submit(DeleteRequest(path, version))
+
+    async def exists(self, path: str, *, watcher: Watcher | None = None) -> ZnodeStat | None:
+        result: ZnodeStat | None = await self.submit(ExistsRequest(path), watcher=watcher)
+        return result
+
+    async def get_data(self, path: str, *, watcher: Watcher | None = None) -> NodeData:
+        result: NodeData = await self.submit(GetDataRequest(path), watcher=watcher)
+        return result
+
+    async def set_data(self, path: str, data: bytes, *, version: int = -1) -> ZnodeStat:
+        result: ZnodeStat = await self.submit(SetDataRequest(path, data, version))
+        return result
+
+    async def get_children(self, path: str, *, watcher: Watcher | None = None) -> list[str]:
+        result = await self.submit(GetChildrenRequest(path), watcher=watcher)
+        names: list[str] = result.names
+        return names
+
+    async def multi(self, *ops: MultiOp) -> list[Any]:
+        """Apply ``ops`` atomically; raises the failing op's error (``.results`` has all)."""
+        result: list[Any] = await self.submit(MultiRequest(tuple(ops)))
+        return result
+
+    async def sync(self, path: str = "/") -> None:
+        await self.submit(SyncRequest(path))
+
+    async def add_watch(self, path: str, watcher: Watcher, *, recursive: bool = True) -> None:
+        """A persistent watch (ZooKeeper 3.6+); restored after reconnects, ends with the session."""
+        mode = AddWatchMode.PERSISTENT_RECURSIVE if recursive else AddWatchMode.PERSISTENT
+        await self.submit(AddWatchRequest(path, mode), watcher=watcher)
+
+    async def add_auth(self, scheme: str, credential: bytes) -> None:
+        """Authenticate this session (e.g. ``"digest", b"user:password"``); re-sent on reconnect."""
+        loop = self._loop_or_running()
+        if self._wire is None:
+            if self._closing:
+                raise ClientClosedError()
+            # Not connected: remember it; the next connection sends it first thing.
+            if (scheme, credential) not in self._session.auth:
+                self._session.auth.append((scheme, credential))
+            return
+        future: asyncio.Future[Any] = loop.create_future()
+        self._write(self._session.add_auth(scheme, credential, (future, time.monotonic())))
+        await future

@@ -1,0 +1,550 @@
+"""Encode each request body and decode each reply body (jute records, no framing).
+
+``plan(request, chroot)`` is the one entry point the session uses: it returns the op
+code, the encoded body and how to read the answer (a decoder and which watch, if any,
+the answer establishes). Decoders read from a frame in place: ``decode(buf, offset,
+chroot)``; the session has already consumed the reply header.
+
+Chroot: every path sent is prefixed with the chroot; every path received (created
+names, sync, watch events) has it removed, so callers only ever see their own paths.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, TypeAlias
+
+from zklocks import _ops
+from zklocks._ops import Created, NodeData, Stat
+from zklocks._protocol import jute
+from zklocks._protocol.constants import (
+    PROTOCOL_VERSION,
+    AddWatchMode,
+    CreateMode,
+    OpCode,
+    WatchKind,
+)
+from zklocks._protocol.errors import error_for_code
+from zklocks._protocol.jute import (
+    BOOL,
+    INT,
+    LONG,
+    MULTI_HEADER,
+    STAT,
+    Buffer,
+    JuteError,
+    read_buffer,
+    read_string,
+    read_string_vector,
+    write_buffer,
+    write_string,
+    write_string_vector,
+)
+from zklocks._protocol.records import (
+    ACL,
+    OPEN_ACL_UNSAFE,
+    AddWatchRequest,
+    CheckRequest,
+    Children,
+    CreateRequest,
+    DeleteRequest,
+    ExistsRequest,
+    GetChildrenRequest,
+    GetDataRequest,
+    MultiOp,
+    MultiRequest,
+    SetDataRequest,
+    SyncRequest,
+    ZnodeStat,
+)
+
+Decoder: TypeAlias = Callable[[Buffer, int, str], Any]
+
+# ---------------------------------------------------------------- paths and chroot
+
+
+def parse_hosts(hosts: str) -> tuple[list[tuple[str, int]], str]:
+    """Split ``"h1:p1,h2:p2/chroot"`` into ``[(host, port), ...]`` and the chroot ("" if none).
+
+    A host without a port gets 2181; IPv6 literals go in brackets (``[::1]:2181``).
+    """
+    hosts = hosts.strip()
+    chroot = ""
+    slash = hosts.find("/")
+    if slash >= 0:
+        hosts, chroot = hosts[:slash], hosts[slash:].rstrip("/")
+        if chroot:
+            validate_path(chroot)
+    result: list[tuple[str, int]] = []
+    for item in hosts.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        if item.startswith("["):
+            close = item.index("]")
+            host, rest = item[1:close], item[close + 1 :]
+            port = int(rest[1:]) if rest.startswith(":") else 2181
+        elif item.count(":") == 1:
+            host, _, port_text = item.partition(":")
+            port = int(port_text)
+        else:
+            host, port = item, 2181
+        result.append((host, port))
+    if not result:
+        raise ValueError(f"no hosts in {hosts!r}")
+    return result, chroot
+
+
+def validate_path(path: str) -> None:
+    """Refuse paths the server would refuse (it would answer BadArguments)."""
+    if not path.startswith("/"):
+        raise ValueError(f"path must start with '/': {path!r}")
+    if len(path) > 1 and path.endswith("/"):
+        raise ValueError(f"path must not end with '/': {path!r}")
+    if "//" in path or "\x00" in path:
+        raise ValueError(f"invalid path: {path!r}")
+
+
+def to_server(path: str, chroot: str) -> str:
+    if not chroot:
+        return path
+    return chroot if path == "/" else chroot + path
+
+
+def from_server(path: str, chroot: str) -> str:
+    if not chroot:
+        return path
+    if path == chroot:
+        return "/"
+    if path.startswith(chroot) and path[len(chroot)] == "/":
+        return path[len(chroot) :]
+    return path
+
+
+# ---------------------------------------------------------------- encoding
+
+_OPEN_ACL_BYTES = INT.pack(1) + INT.pack(31) + write_string("world") + write_string("anyone")
+
+
+def _acl_bytes(acl: Sequence[ACL]) -> bytes:
+    if acl is OPEN_ACL_UNSAFE:
+        return _OPEN_ACL_BYTES
+    parts = [INT.pack(len(acl))]
+    for entry in acl:
+        parts.append(INT.pack(int(entry.perms)))
+        parts.append(write_string(entry.id.scheme))
+        parts.append(write_string(entry.id.id))
+    return b"".join(parts)
+
+
+def _path_watch(path: str, watch: bool) -> bytes:
+    raw = path.encode("utf-8")
+    return INT.pack(len(raw)) + raw + (b"\x01" if watch else b"\x00")
+
+
+def _path_int(path: str, value: int) -> bytes:
+    raw = path.encode("utf-8")
+    return INT.pack(len(raw)) + raw + INT.pack(value)
+
+
+def _ops_create_mode(req: _ops.Create) -> CreateMode:
+    if req.container:
+        if req.ephemeral or req.sequential:
+            raise ValueError("a container node cannot be ephemeral or sequential")
+        return CreateMode.CONTAINER
+    return CreateMode(int(req.ephemeral) | (2 if req.sequential else 0))
+
+
+def encode_create(
+    path: str, data: bytes, mode: CreateMode, acl: Sequence[ACL], ttl_ms: int
+) -> tuple[int, bytes]:
+    """(op code, body) of a create in any mode."""
+    raw = path.encode("utf-8")
+    body = b"".join(
+        (
+            INT.pack(len(raw)),
+            raw,
+            INT.pack(len(data)),
+            data,
+            _acl_bytes(acl),
+            INT.pack(int(mode)),
+        )
+    )
+    opcode = mode.opcode
+    if opcode == OpCode.CREATE_TTL:
+        body += LONG.pack(ttl_ms)
+    return int(opcode), body
+
+
+def encode_connect(
+    last_zxid: int, timeout_ms: int, session_id: int, passwd: bytes, read_only: bool = False
+) -> bytes:
+    """The ConnectRequest body (the first frame on a connection; it has no header)."""
+    return b"".join(
+        (
+            INT.pack(PROTOCOL_VERSION),
+            LONG.pack(last_zxid),
+            INT.pack(timeout_ms),
+            LONG.pack(session_id),
+            write_buffer(passwd),
+            BOOL.pack(read_only),
+        )
+    )
+
+
+def encode_auth(scheme: str, credential: bytes) -> bytes:
+    """AuthPacket body: type 0, scheme, credential."""
+    return INT.pack(0) + write_string(scheme) + write_buffer(credential)
+
+
+def encode_set_watches(
+    relative_zxid: int,
+    data: Sequence[str],
+    exist: Sequence[str],
+    child: Sequence[str],
+    persistent: Sequence[str] | None = None,
+    recursive: Sequence[str] | None = None,
+) -> bytes:
+    """SetWatches body, or SetWatches2 when ``persistent``/``recursive`` are given."""
+    parts = [
+        LONG.pack(relative_zxid),
+        write_string_vector(data),
+        write_string_vector(exist),
+        write_string_vector(child),
+    ]
+    if persistent is not None or recursive is not None:
+        parts.append(write_string_vector(persistent or ()))
+        parts.append(write_string_vector(recursive or ()))
+    return b"".join(parts)
+
+
+def _multi_op(op: MultiOp, chroot: str) -> tuple[int, bytes]:
+    if isinstance(op, CreateRequest):
+        return encode_create(to_server(op.path, chroot), op.data, op.mode, op.acl, op.ttl_ms)
+    if isinstance(op, _ops.Create):
+        mode = _ops_create_mode(op)
+        return encode_create(to_server(op.path, chroot), op.data, mode, OPEN_ACL_UNSAFE, 0)
+    if isinstance(op, DeleteRequest):
+        return OpCode.DELETE, _path_int(to_server(op.path, chroot), op.version)
+    if isinstance(op, _ops.Delete):
+        return OpCode.DELETE, _path_int(to_server(op.path, chroot), -1)
+    if isinstance(op, SetDataRequest):
+        return OpCode.SET_DATA, write_string(to_server(op.path, chroot)) + write_buffer(
+            op.data
+        ) + INT.pack(op.version)
+    if isinstance(op, CheckRequest):
+        return OpCode.CHECK, _path_int(to_server(op.path, chroot), op.version)
+    raise TypeError(f"{type(op).__name__} cannot be part of a multi")
+
+
+def encode_multi(ops: Sequence[MultiOp], chroot: str) -> bytes:
+    parts: list[bytes] = []
+    for op in ops:
+        opcode, body = _multi_op(op, chroot)
+        parts.append(MULTI_HEADER.pack(opcode, False, -1))
+        parts.append(body)
+    parts.append(MULTI_HEADER.pack(-1, True, -1))
+    return b"".join(parts)
+
+
+# ---------------------------------------------------------------- decoding
+
+
+def _stat(buf: Buffer, offset: int) -> Stat:
+    if offset + 68 > len(buf):
+        raise JuteError("truncated stat")
+    czxid, mzxid, ctime, _m, version, _cv, _av, owner, _dl, children, _p = STAT.unpack_from(
+        buf, offset
+    )
+    return Stat(czxid, mzxid, ctime, version, owner, children)
+
+
+def _znode_stat(buf: Buffer, offset: int) -> ZnodeStat:
+    if offset + 68 > len(buf):
+        raise JuteError("truncated stat")
+    czxid, mzxid, ctime, mtime, version, cv, av, owner, dl, children, pzxid = STAT.unpack_from(
+        buf, offset
+    )
+    return ZnodeStat(czxid, mzxid, ctime, version, owner, children, mtime, cv, av, dl, pzxid)
+
+
+def decode_nothing(buf: Buffer, offset: int, chroot: str) -> None:
+    return None
+
+
+def decode_created(buf: Buffer, offset: int, chroot: str) -> Created:
+    path, offset = read_string(buf, offset)
+    return Created(from_server(path or "", chroot), _stat(buf, offset))
+
+
+def decode_created_full(buf: Buffer, offset: int, chroot: str) -> Created:
+    path, offset = read_string(buf, offset)
+    return Created(from_server(path or "", chroot), _znode_stat(buf, offset))
+
+
+def decode_stat(buf: Buffer, offset: int, chroot: str) -> Stat:
+    return _stat(buf, offset)
+
+
+def decode_znode_stat(buf: Buffer, offset: int, chroot: str) -> ZnodeStat:
+    return _znode_stat(buf, offset)
+
+
+def decode_exists(buf: Buffer, offset: int, chroot: str) -> Stat:
+    """Exists: like ``decode_stat``; a NoNode answer to it means "absent", not an error."""
+    return _stat(buf, offset)
+
+
+def decode_exists_full(buf: Buffer, offset: int, chroot: str) -> ZnodeStat:
+    return _znode_stat(buf, offset)
+
+
+EXISTS_DECODERS = (decode_exists, decode_exists_full)
+
+
+def decode_node_data(buf: Buffer, offset: int, chroot: str) -> NodeData:
+    data, offset = read_buffer(buf, offset)
+    return NodeData(data, _stat(buf, offset))
+
+
+def decode_node_data_full(buf: Buffer, offset: int, chroot: str) -> NodeData:
+    data, offset = read_buffer(buf, offset)
+    return NodeData(data, _znode_stat(buf, offset))
+
+
+def decode_children(buf: Buffer, offset: int, chroot: str) -> list[str]:
+    return read_string_vector(buf, offset)[0]
+
+
+def decode_children2(buf: Buffer, offset: int, chroot: str) -> Children:
+    names, offset = read_string_vector(buf, offset)
+    return Children(names, _znode_stat(buf, offset))
+
+
+def decode_path(buf: Buffer, offset: int, chroot: str) -> str:
+    path, _ = read_string(buf, offset)
+    return from_server(path or "", chroot)
+
+
+def decode_multi(buf: Buffer, offset: int, chroot: str) -> list[Any]:
+    """MultiResponse: a MultiHeader before each result, one with ``done`` at the end."""
+    results: list[Any] = []
+    while True:
+        if offset + MULTI_HEADER.size > len(buf):
+            raise JuteError("truncated multi response")
+        optype, done, _err = MULTI_HEADER.unpack_from(buf, offset)
+        offset += MULTI_HEADER.size
+        if done:
+            return results
+        if optype == OpCode.ERROR:
+            (code,) = INT.unpack_from(buf, offset)
+            offset += 4
+            results.append(error_for_code(code))
+        elif optype == OpCode.CREATE:
+            path, offset = read_string(buf, offset)
+            results.append(from_server(path or "", chroot))
+        elif optype in (OpCode.CREATE2, OpCode.CREATE_CONTAINER, OpCode.CREATE_TTL):
+            path, offset = read_string(buf, offset)
+            results.append(Created(from_server(path or "", chroot), _znode_stat(buf, offset)))
+            offset += STAT.size
+        elif optype == OpCode.SET_DATA:
+            results.append(_znode_stat(buf, offset))
+            offset += STAT.size
+        elif optype in (OpCode.DELETE, OpCode.CHECK):
+            results.append(None)
+        else:
+            raise JuteError(f"unexpected op type {optype} in a multi response")
+
+
+def decode_connect_response(buf: Buffer, offset: int) -> tuple[int, int, int, bytes, bool]:
+    """(protocol version, negotiated timeout ms, session id, password, read-only)."""
+    if offset + 16 > len(buf):
+        raise JuteError("truncated connect response")
+    version, timeout = jute.INT_INT.unpack_from(buf, offset)
+    (session_id,) = LONG.unpack_from(buf, offset + 8)
+    passwd, offset = read_buffer(buf, offset + 16)
+    read_only = bool(buf[offset]) if offset < len(buf) else False
+    return version, timeout, session_id, passwd, read_only
+
+
+def decode_watcher_event(buf: Buffer, offset: int) -> tuple[int, int, str]:
+    """(event type, keeper state, server-side path)."""
+    if offset + 8 > len(buf):
+        raise JuteError("truncated watcher event")
+    etype, state = jute.INT_INT.unpack_from(buf, offset)
+    path, _ = read_string(buf, offset + 8)
+    return etype, state, path or ""
+
+
+# ---------------------------------------------------------------- the plan table
+
+
+class Plan:
+    """How to send one request and read its answer."""
+
+    __slots__ = ("body", "decode", "nonode_watch", "ok_watch", "opcode", "path")
+
+    def __init__(
+        self,
+        opcode: int,
+        body: bytes,
+        decode: Decoder,
+        path: str | None,
+        ok_watch: WatchKind | None = None,
+        nonode_watch: WatchKind | None = None,
+    ) -> None:
+        self.opcode = opcode
+        self.body = body
+        self.decode = decode
+        self.path = path
+        self.ok_watch = ok_watch
+        self.nonode_watch = nonode_watch
+
+
+def plan(request: object, chroot: str, watch: bool) -> Plan:
+    """Encode ``request``; ``watch`` asks the server to set the watch the request allows."""
+    kind = type(request)
+    builder = _BUILDERS.get(kind)
+    if builder is None:
+        raise TypeError(f"not a ZooKeeper request: {kind.__name__}")
+    return builder(request, chroot, watch)
+
+
+def _no_watch(kind: str, watch: bool) -> None:
+    if watch:
+        raise ValueError(f"{kind} cannot set a watch")
+
+
+def _b_ops_create(req: Any, chroot: str, watch: bool) -> Plan:
+    _no_watch("create", watch)
+    mode = _ops_create_mode(req)
+    opcode, body = encode_create(to_server(req.path, chroot), req.data, mode, OPEN_ACL_UNSAFE, 0)
+    return Plan(opcode, body, decode_created, req.path)
+
+
+def _b_create(req: Any, chroot: str, watch: bool) -> Plan:
+    _no_watch("create", watch)
+    path = to_server(req.path, chroot)
+    opcode, body = encode_create(path, req.data, req.mode, req.acl, req.ttl_ms)
+    return Plan(opcode, body, decode_created_full, req.path)
+
+
+def _b_ops_delete(req: Any, chroot: str, watch: bool) -> Plan:
+    _no_watch("delete", watch)
+    return Plan(OpCode.DELETE, _path_int(to_server(req.path, chroot), -1), decode_nothing, req.path)
+
+
+def _b_delete(req: Any, chroot: str, watch: bool) -> Plan:
+    _no_watch("delete", watch)
+    body = _path_int(to_server(req.path, chroot), req.version)
+    return Plan(OpCode.DELETE, body, decode_nothing, req.path)
+
+
+def _b_ops_exists(req: Any, chroot: str, watch: bool) -> Plan:
+    body = _path_watch(to_server(req.path, chroot), watch)
+    if watch:
+        return Plan(OpCode.EXISTS, body, decode_exists, req.path, WatchKind.DATA, WatchKind.EXIST)
+    return Plan(OpCode.EXISTS, body, decode_exists, req.path)
+
+
+def _b_exists(req: Any, chroot: str, watch: bool) -> Plan:
+    body = _path_watch(to_server(req.path, chroot), watch)
+    if watch:
+        return Plan(
+            OpCode.EXISTS, body, decode_exists_full, req.path, WatchKind.DATA, WatchKind.EXIST
+        )
+    return Plan(OpCode.EXISTS, body, decode_exists_full, req.path)
+
+
+def _b_ops_get_data(req: Any, chroot: str, watch: bool) -> Plan:
+    body = _path_watch(to_server(req.path, chroot), watch)
+    kind = WatchKind.DATA if watch else None
+    return Plan(OpCode.GET_DATA, body, decode_node_data, req.path, kind)
+
+
+def _b_get_data(req: Any, chroot: str, watch: bool) -> Plan:
+    body = _path_watch(to_server(req.path, chroot), watch)
+    kind = WatchKind.DATA if watch else None
+    return Plan(OpCode.GET_DATA, body, decode_node_data_full, req.path, kind)
+
+
+def _b_ops_get_children(req: Any, chroot: str, watch: bool) -> Plan:
+    body = _path_watch(to_server(req.path, chroot), watch)
+    kind = WatchKind.CHILD if watch else None
+    return Plan(OpCode.GET_CHILDREN, body, decode_children, req.path, kind)
+
+
+def _b_get_children(req: Any, chroot: str, watch: bool) -> Plan:
+    body = _path_watch(to_server(req.path, chroot), watch)
+    kind = WatchKind.CHILD if watch else None
+    return Plan(OpCode.GET_CHILDREN2, body, decode_children2, req.path, kind)
+
+
+def _b_set_data(req: Any, chroot: str, watch: bool) -> Plan:
+    _no_watch("setData", watch)
+    body = (
+        write_string(to_server(req.path, chroot)) + write_buffer(req.data) + INT.pack(req.version)
+    )
+    return Plan(OpCode.SET_DATA, body, decode_znode_stat, req.path)
+
+
+def _b_check(req: Any, chroot: str, watch: bool) -> Plan:
+    raise TypeError("CheckRequest is only valid inside a MultiRequest")
+
+
+def _b_sync(req: Any, chroot: str, watch: bool) -> Plan:
+    _no_watch("sync", watch)
+    return Plan(OpCode.SYNC, write_string(to_server(req.path, chroot)), decode_path, req.path)
+
+
+def _b_add_watch(req: Any, chroot: str, watch: bool) -> Plan:
+    if not watch:
+        raise ValueError("AddWatchRequest needs a watcher")
+    kind = (
+        WatchKind.PERSISTENT_RECURSIVE
+        if req.mode == AddWatchMode.PERSISTENT_RECURSIVE
+        else WatchKind.PERSISTENT
+    )
+    body = _path_int(to_server(req.path, chroot), int(req.mode))
+    return Plan(OpCode.ADD_WATCH, body, decode_nothing, req.path, kind)
+
+
+def _b_multi(req: Any, chroot: str, watch: bool) -> Plan:
+    _no_watch("multi", watch)
+    return Plan(OpCode.MULTI, encode_multi(req.ops, chroot), decode_multi, None)
+
+
+_BUILDERS: dict[type, Callable[[Any, str, bool], Plan]] = {
+    _ops.Create: _b_ops_create,
+    _ops.Delete: _b_ops_delete,
+    _ops.Exists: _b_ops_exists,
+    _ops.GetData: _b_ops_get_data,
+    _ops.GetChildren: _b_ops_get_children,
+    CreateRequest: _b_create,
+    DeleteRequest: _b_delete,
+    ExistsRequest: _b_exists,
+    GetDataRequest: _b_get_data,
+    GetChildrenRequest: _b_get_children,
+    SetDataRequest: _b_set_data,
+    CheckRequest: _b_check,
+    SyncRequest: _b_sync,
+    AddWatchRequest: _b_add_watch,
+    MultiRequest: _b_multi,
+}
+
+__all__ = [
+    "Plan",
+    "decode_connect_response",
+    "decode_multi",
+    "decode_watcher_event",
+    "encode_auth",
+    "encode_connect",
+    "encode_create",
+    "encode_multi",
+    "encode_set_watches",
+    "from_server",
+    "parse_hosts",
+    "plan",
+    "to_server",
+    "validate_path",
+]

@@ -1,0 +1,130 @@
+"""Jute, ZooKeeper's record encoding: big-endian ints and longs, length-prefixed data.
+
+Only the primitives live here; ``codec`` composes them into requests and replies.
+
+* ``int`` is 4 bytes, ``long`` 8, ``boolean`` 1, all big-endian and signed.
+* ``ustring`` and ``buffer`` are an ``int`` length followed by that many bytes; length
+  ``-1`` means null (we read null as ``None`` for strings and ``b""`` for buffers).
+* ``vector<T>`` is an ``int`` count (``-1`` = null) followed by the elements.
+
+Readers take the buffer and an offset and return ``(value, new_offset)``; they work on
+``bytes`` and ``bytearray`` alike, so a frame is decoded in place without a copy.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable
+from typing import TypeAlias
+
+Buffer: TypeAlias = bytes | bytearray | memoryview
+
+INT = struct.Struct(">i")
+LONG = struct.Struct(">q")
+BOOL = struct.Struct(">?")
+INT_INT = struct.Struct(">ii")
+REQUEST_HEADER = struct.Struct(">iii")  # frame length, xid, op code
+REPLY_HEADER = struct.Struct(">iqi")  # xid, zxid, err
+MULTI_HEADER = struct.Struct(">i?i")  # type, done, err
+STAT = struct.Struct(">qqqqiiiqiiq")
+
+NULL = INT.pack(-1)
+
+
+class JuteError(ValueError):
+    """The bytes are not a well-formed jute record."""
+
+
+def write_string(value: str | None) -> bytes:
+    if value is None:
+        return NULL
+    raw = value.encode("utf-8")
+    return INT.pack(len(raw)) + raw
+
+
+def write_buffer(value: bytes | None) -> bytes:
+    if value is None:
+        return NULL
+    return INT.pack(len(value)) + value
+
+
+def write_bool(value: bool) -> bytes:
+    return b"\x01" if value else b"\x00"
+
+
+def write_string_vector(values: Iterable[str] | None) -> bytes:
+    if values is None:
+        return NULL
+    items = [write_string(v) for v in values]
+    return INT.pack(len(items)) + b"".join(items)
+
+
+def _length(buf: Buffer, offset: int) -> tuple[int, int]:
+    end = offset + 4
+    if end > len(buf):
+        raise JuteError(f"truncated record: need 4 bytes at offset {offset}, have {len(buf)}")
+    return INT.unpack_from(buf, offset)[0], end
+
+
+def read_int(buf: Buffer, offset: int) -> tuple[int, int]:
+    return _length(buf, offset)
+
+
+def read_long(buf: Buffer, offset: int) -> tuple[int, int]:
+    end = offset + 8
+    if end > len(buf):
+        raise JuteError(f"truncated record: need 8 bytes at offset {offset}, have {len(buf)}")
+    return LONG.unpack_from(buf, offset)[0], end
+
+
+def read_bool(buf: Buffer, offset: int) -> tuple[bool, int]:
+    if offset >= len(buf):
+        raise JuteError(f"truncated record: need 1 byte at offset {offset}, have {len(buf)}")
+    return buf[offset] != 0, offset + 1
+
+
+def read_buffer(buf: Buffer, offset: int) -> tuple[bytes, int]:
+    length, offset = _length(buf, offset)
+    if length < 0:
+        return b"", offset
+    end = offset + length
+    if end > len(buf):
+        raise JuteError(f"truncated buffer: {length} bytes at offset {offset}, have {len(buf)}")
+    return bytes(buf[offset:end]), end
+
+
+def read_string(buf: Buffer, offset: int) -> tuple[str | None, int]:
+    length, offset = _length(buf, offset)
+    if length < 0:
+        return None, offset
+    end = offset + length
+    if end > len(buf):
+        raise JuteError(f"truncated string: {length} bytes at offset {offset}, have {len(buf)}")
+    return str(buf[offset:end], "utf-8"), end
+
+
+def read_string_vector(buf: Buffer, offset: int) -> tuple[list[str], int]:
+    count, offset = _length(buf, offset)
+    items: list[str] = []
+    append = items.append
+    unpack = INT.unpack_from
+    size = len(buf)
+    for _ in range(max(count, 0)):
+        if offset + 4 > size:
+            raise JuteError("truncated string vector")
+        (length,) = unpack(buf, offset)
+        offset += 4
+        end = offset + length
+        if length < 0 or end > size:
+            raise JuteError("bad string in vector")
+        append(str(buf[offset:end], "utf-8"))
+        offset = end
+    return items, offset
+
+
+def read_stat_fields(buf: Buffer, offset: int) -> tuple[tuple[int, ...], int]:
+    """The eleven ``Stat`` fields in jute order, and the offset after them."""
+    end = offset + STAT.size
+    if end > len(buf):
+        raise JuteError(f"truncated stat at offset {offset}")
+    return STAT.unpack_from(buf, offset), end

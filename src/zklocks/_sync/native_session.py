@@ -1,0 +1,169 @@
+"""A ``SyncSession`` on our own asyncio ``Connection``, run on one private loop thread.
+
+Every sync ``Client`` owns one event-loop thread and one connection on it: never a
+thread per waiter. A blocking call hands its requests to the loop (submitted back to
+back, so they are pipelined) and waits on a ``concurrent.futures.Future`` for all the
+replies; waiting threads are the callers' own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from zklocks._connection import Connection, SessionState
+from zklocks._errors import ConnectionFailed
+from zklocks._native import facts_of, reply_of, submit_all, wrap_watcher
+from zklocks._ops import TIMED_OUT, Exists, Reply, Request
+from zklocks._protocol.errors import ClientClosedError, ConnectionFailedError, ZooKeeperError
+from zklocks._session import StateListener, Watcher, WatchEvent, WatchKind
+
+Replies = concurrent.futures.Future[list[Reply]]
+
+
+class NativeSession:
+    """One connection on one loop thread, seen through the ``SyncSession`` interface."""
+
+    def __init__(self, hosts: str, *, session_timeout: float, connect_timeout: float) -> None:
+        self._connection = Connection(
+            hosts, session_timeout=session_timeout, connect_timeout=connect_timeout
+        )
+        self._connect_timeout = connect_timeout
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name="zklocks-connection", daemon=True
+        )
+        self._closed = False
+        self._connected = asyncio.Event()
+        self._connection.add_state_listener(self._track_connected)
+        self.facts = facts_of(self._connection)
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._thread.start()
+        try:
+            self._run(self._connection.start(self._connect_timeout))
+        except ConnectionFailedError as exc:
+            self._shut_down()
+            raise ConnectionFailed(
+                f"{exc}; is ZooKeeper running there? Start one with `zklocks server`, "
+                "or point --hosts / ZKLOCKS_HOSTS at yours"
+            ) from exc
+        except BaseException:
+            self._shut_down()
+            raise
+        self._loop.call_soon_threadsafe(self._connected.set)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._thread.is_alive():
+            self._run(self._connection.close())
+        self._shut_down()
+
+    def _shut_down(self) -> None:
+        self._closed = True
+        if self._thread.is_alive():
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join()
+        if not self._loop.is_closed():
+            self._loop.close()
+
+    def _run(self, coroutine: Any) -> Any:
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    # -- what the driver asks -------------------------------------------------------------
+
+    def call(
+        self, requests: Sequence[Request], deadline: float | None, watcher: Watcher | None = None
+    ) -> list[Reply]:
+        if self._closed:
+            return [ClientClosedError() for _ in requests]
+        done: Replies = concurrent.futures.Future()
+        self._loop.call_soon_threadsafe(self._call, requests, deadline, watcher, done)
+        return done.result()
+
+    def _call(
+        self,
+        requests: Sequence[Request],
+        deadline: float | None,
+        watcher: Watcher | None,
+        done: Replies,
+    ) -> None:
+        if deadline is None or self._connected.is_set():
+            self._submit(requests, watcher, done)
+        else:
+            self._loop.create_task(self._submit_when_connected(requests, deadline, watcher, done))
+
+    async def _submit_when_connected(
+        self,
+        requests: Sequence[Request],
+        deadline: float,
+        watcher: Watcher | None,
+        done: Replies,
+    ) -> None:
+        """Cut off: send once reconnected, or answer TIMED_OUT (never sent) at the deadline."""
+        try:
+            remaining = deadline - self._loop.time()
+            await asyncio.wait_for(self._connected.wait(), max(0.0, remaining))
+        except asyncio.TimeoutError:
+            done.set_result([TIMED_OUT for _ in requests])
+            return
+        self._submit(requests, watcher, done)
+
+    def _submit(self, requests: Sequence[Request], watcher: Watcher | None, done: Replies) -> None:
+        futures = submit_all(self._connection, requests, watcher)
+        pending = [len(futures)]
+
+        def one_answered(_future: asyncio.Future[Any]) -> None:
+            pending[0] -= 1
+            if pending[0] == 0:
+                done.set_result([reply_of(future) for future in futures])
+
+        for future in futures:
+            future.add_done_callback(one_answered)
+
+    def watch_node(self, path: str, watcher: Watcher) -> None:
+        if self._closed:
+            watcher(WatchEvent(WatchKind.CLOSED, path))
+            return
+        self._loop.call_soon_threadsafe(self._watch_node, path, watcher)
+
+    def _watch_node(self, path: str, watcher: Watcher) -> None:
+        future = self._connection.submit(Exists(path), watcher=wrap_watcher(watcher))
+
+        def answered(future: asyncio.Future[Any]) -> None:
+            if future.cancelled():
+                return
+            error = future.exception()
+            if error is None and future.result() is None:
+                watcher(WatchEvent(WatchKind.DELETED, path))
+            elif error is not None and not isinstance(error, ZooKeeperError):
+                raise error
+
+        future.add_done_callback(answered)
+
+    def session_id(self) -> int:
+        return self._connection.session_id
+
+    def credentials(self) -> tuple[int, bytes]:
+        """(session id, password): lets a test make the server expire this session."""
+        return self._connection.session_id, self._connection.session_password
+
+    def add_state_listener(self, fn: StateListener) -> Callable[[], None]:
+        return self._connection.add_state_listener(fn)
+
+    def _track_connected(self, state: SessionState) -> None:
+        if state is SessionState.CONNECTED:
+            self._connected.set()
+        else:
+            self._connected.clear()
