@@ -11,11 +11,12 @@ import os
 import socket
 import threading
 from dataclasses import dataclass, field
+from typing import Generic, TypeVar
 
 from zklocks import _nodes, _validate
 from zklocks._errors import AlreadyHeld, NotHeld
 from zklocks._flow import AcquireSpec
-from zklocks._lease import Lease
+from zklocks._lease import LeaseBase
 
 _HOST = socket.gethostname()
 
@@ -70,25 +71,28 @@ def make_config(
     )
 
 
+L = TypeVar("L", bound=LeaseBase)
+
+
 @dataclass(slots=True)
-class Holding:
-    lease: Lease
+class Holding(Generic[L]):
+    lease: L
     count: int = 1
 
 
 @dataclass(slots=True)
-class HoldingTable:
+class HoldingTable(Generic[L]):
     """Owner -> holding, for one lock object. Thread-safe."""
 
     config: LockConfig
-    _by_owner: dict[object, Holding] = field(default_factory=dict)
+    _by_owner: dict[object, Holding[L]] = field(default_factory=dict)
     _mutex: threading.Lock = field(default_factory=threading.Lock)
 
-    def get(self, owner: object) -> Holding | None:
+    def get(self, owner: object) -> Holding[L] | None:
         with self._mutex:
             return self._by_owner.get(owner)
 
-    def reenter(self, owner: object) -> Lease | None:
+    def reenter(self, owner: object) -> L | None:
         """The lease to hand back again for a reentrant re-acquire, or None if not held.
 
         Raises ``AlreadyHeld`` for a non-reentrant lock the owner holds (unless its lease
@@ -108,11 +112,11 @@ class HoldingTable:
             holding.count += 1
             return holding.lease
 
-    def add(self, owner: object, lease: Lease) -> None:
+    def add(self, owner: object, lease: L) -> None:
         with self._mutex:
             self._by_owner[owner] = Holding(lease)
 
-    def leave(self, owner: object) -> Lease | None:
+    def leave(self, owner: object) -> L | None:
         """Count one release; the lease to give up if that was the last, else None."""
         with self._mutex:
             holding = self._by_owner.get(owner)
@@ -126,7 +130,7 @@ class HoldingTable:
             del self._by_owner[owner]
             return holding.lease
 
-    def take_stale(self, owner: object) -> Lease | None:
+    def take_stale(self, owner: object) -> L | None:
         """Remove and return a lost holding of ``owner`` (its node still needs deleting)."""
         with self._mutex:
             holding = self._by_owner.get(owner)

@@ -19,11 +19,17 @@ deleted by anyone. Lost is sticky: a lease never comes back.
 
 from __future__ import annotations
 
+import asyncio
 import threading
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-LostCallback = Callable[["Lease"], None]
+if TYPE_CHECKING:
+    from zklocks._session import SessionState, Watcher, WatchEvent
+
+LostCallback = Callable[["LeaseBase"], None]
 
 
 def loss_deadline(last_answered_sent: float | None, session_timeout: float) -> float | None:
@@ -43,7 +49,7 @@ class SessionFacts:
     connected: Callable[[], bool]
 
 
-class Lease:
+class LeaseBase:
     """Proof of holding a lock, with the fencing token to show a protected resource.
 
     ``token`` strictly increases across successive holders of one lock path (it is our
@@ -52,8 +58,9 @@ class Lease:
     holder that lost its lease without knowing it is then refused instead of corrupting
     data (see docs/locks.md, "Fencing").
 
-    Lost-callbacks run once, on the client's event thread, so they must be quick and must
-    not block on the lock; ``wait_lost`` is the blocking alternative.
+    Lost-callbacks run once, on the client's event thread (the event loop, for
+    ``AsyncClient``), so they must be quick and must not block on the lock;
+    ``wait_lost`` is the waiting alternative.
     """
 
     def __init__(self, node: str, token: int, session: SessionFacts) -> None:
@@ -63,7 +70,6 @@ class Lease:
         self._lost_reason: str | None = None
         self._callbacks: list[LostCallback] = []
         self._mutex = threading.Lock()
-        self._lost_event = threading.Event()
         self._ended = False  # released by its holder: no longer watched
 
     def __repr__(self) -> str:
@@ -86,12 +92,6 @@ class Lease:
     def suspended(self) -> bool:
         """Cut off from ZooKeeper, but not for long enough that the lease may be lost."""
         return not self.lost and not self._session.connected()
-
-    def wait_lost(self, timeout: float | None = None) -> bool:
-        """Block until the lease is lost (True) or ``timeout`` seconds pass (False)."""
-        if self.lost:
-            return True
-        return self._lost_event.wait(timeout)
 
     def add_lost_callback(self, fn: LostCallback) -> None:
         """Call ``fn(lease)`` once when the lease is lost (at once if it already is)."""
@@ -119,12 +119,127 @@ class Lease:
                 return
             self._lost_reason = reason
             callbacks, self._callbacks = self._callbacks, []
-        self._lost_event.set()
+        self._wake_waiters()
         for callback in callbacks:
             callback(self)
+
+    def _wake_waiters(self) -> None:
+        raise NotImplementedError
 
     def end(self) -> None:
         """The holder released it: stop watching (a later loss is no longer news)."""
         with self._mutex:
             self._ended = True
             self._callbacks.clear()
+
+
+class Lease(LeaseBase):
+    """A lease from the sync ``Client``; ``wait_lost`` blocks the calling thread."""
+
+    def __init__(self, node: str, token: int, session: SessionFacts) -> None:
+        super().__init__(node, token, session)
+        self._lost_event = threading.Event()
+
+    def wait_lost(self, timeout: float | None = None) -> bool:
+        """Block until the lease is lost (True) or ``timeout`` seconds pass (False)."""
+        if self.lost:
+            return True
+        return self._lost_event.wait(timeout)
+
+    def _wake_waiters(self) -> None:
+        self._lost_event.set()
+
+
+class AsyncLease(LeaseBase):
+    """A lease from ``AsyncClient``; ``await lease.wait_lost()``. Loop-thread only."""
+
+    def __init__(self, node: str, token: int, session: SessionFacts) -> None:
+        super().__init__(node, token, session)
+        self._lost_event = asyncio.Event()
+
+    async def wait_lost(self, timeout: float | None = None) -> bool:
+        """Wait until the lease is lost (True) or ``timeout`` seconds pass (False)."""
+        if self.lost:
+            return True
+        try:
+            await asyncio.wait_for(self._lost_event.wait(), timeout)
+        except asyncio.TimeoutError:
+            return self.lost
+        return True
+
+    def _wake_waiters(self) -> None:
+        self._lost_event.set()
+
+
+Cancel = Callable[[], None]
+Scheduler = Callable[[float, Callable[[], None]], Cancel]
+
+
+class LeaseKeeper:
+    """Watches a client's leases: our node's deletion, session expiry, the clock rule.
+
+    Both clients use one: it watches each lease's node (an exists-watch set without
+    waiting for its reply, so a grant costs no extra round trip), marks every lease lost
+    when the session expires or the client stops, and while cut off arms one timer for
+    the instant the server may have expired us (``loss_deadline``).
+    """
+
+    def __init__(self, facts: Callable[[], SessionFacts | None], schedule: Scheduler) -> None:
+        self._facts = facts
+        self._schedule = schedule
+        self._leases: weakref.WeakSet[LeaseBase] = weakref.WeakSet()
+        self._cancel_timer: Cancel | None = None
+
+    def track(self, lease: LeaseBase, watch_node: Callable[[str, Watcher], None]) -> None:
+        """Start watching ``lease``; ``watch_node`` sets an exists-watch on its node."""
+        from zklocks._session import WatchKind
+
+        self._leases.add(lease)
+
+        def on_event(event: WatchEvent) -> None:
+            if event.kind is WatchKind.DELETED:
+                lease.mark_lost(f"our node {lease.node} was deleted")
+            elif event.kind is WatchKind.SESSION_LOST:
+                lease.mark_lost("the ZooKeeper session expired")
+            elif event.kind is WatchKind.CLOSED:
+                lease.mark_lost("the client was stopped")
+            elif not lease.lost:
+                watch_node(lease.node, on_event)  # a data change: watch again
+
+        watch_node(lease.node, on_event)
+
+    def on_state(self, state: SessionState) -> None:
+        from zklocks._session import SessionState
+
+        if state is SessionState.LOST:
+            self.mark_all_lost("the ZooKeeper session expired")
+        elif state is SessionState.CLOSED:
+            self.mark_all_lost("the client was stopped")
+        elif state is SessionState.SUSPENDED:
+            self._arm_timer()
+        elif state is SessionState.CONNECTED:
+            self._disarm_timer()
+
+    def mark_all_lost(self, reason: str) -> None:
+        self._disarm_timer()
+        for lease in list(self._leases):
+            lease.mark_lost(reason)
+
+    def _arm_timer(self) -> None:
+        facts = self._facts()
+        if facts is None:
+            return
+        deadline = loss_deadline(facts.last_answered_sent(), facts.session_timeout())
+        if deadline is None:
+            return
+        self._disarm_timer()
+        self._cancel_timer = self._schedule(max(0.0, deadline - facts.clock()), self.check_all)
+
+    def check_all(self) -> None:
+        for lease in list(self._leases):
+            lease.check()
+
+    def _disarm_timer(self) -> None:
+        cancel, self._cancel_timer = self._cancel_timer, None
+        if cancel is not None:
+            cancel()

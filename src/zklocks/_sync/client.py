@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-import weakref
+from collections.abc import Callable
 from types import TracebackType
 from typing import Any, Protocol
 
@@ -11,8 +11,8 @@ from zklocks import _validate
 from zklocks._errors import ClientClosed, InvalidArgument
 from zklocks._flow import Flow
 from zklocks._holdings import make_config
-from zklocks._lease import Lease, loss_deadline
-from zklocks._session import SessionState, SyncSession, WatchEvent, WatchKind
+from zklocks._lease import Lease, LeaseKeeper, SessionFacts
+from zklocks._session import SyncSession
 from zklocks._sync import driver
 from zklocks._sync.locks import Lock, ReadWriteLock
 
@@ -66,8 +66,7 @@ class Client:
         self._session_factory = session_factory or _default_session_factory
         self._session: SyncSession | None = None
         self._stopped = False
-        self._leases: weakref.WeakSet[Lease] = weakref.WeakSet()
-        self._loss_timer: threading.Timer | None = None
+        self._keeper = LeaseKeeper(self._facts, _thread_timer)
         self._mutex = threading.Lock()
 
     def __repr__(self) -> str:
@@ -87,7 +86,7 @@ class Client:
             session_timeout=self.session_timeout,
             connect_timeout=self.connect_timeout,
         )
-        session.add_state_listener(self._on_state)
+        session.add_state_listener(self._keeper.on_state)
         session.start()
         self._session = session
         return self
@@ -99,8 +98,7 @@ class Client:
             session, self._session = self._session, None
         if session is not None:
             session.close()
-        self._mark_all_lost("the client was stopped")
-        self._cancel_loss_timer()
+        self._keeper.mark_all_lost("the client was stopped")
 
     def __enter__(self) -> Client:
         return self.start()
@@ -167,6 +165,10 @@ class Client:
             raise ClientClosed(f"the client is {word}")
         return session
 
+    def _facts(self) -> SessionFacts | None:
+        session = self._session
+        return None if session is None else session.facts
+
     def _session_or_none(self) -> SyncSession | None:
         session = self._session
         return None if session is None or session.closed else session
@@ -174,53 +176,12 @@ class Client:
     def _watch_lease(self, node: str, token: int) -> Lease:
         session = self._session_or_raise()
         lease = Lease(node, token, session.facts)
-        self._leases.add(lease)
-
-        def on_event(event: WatchEvent) -> None:
-            if event.kind is WatchKind.DELETED:
-                lease.mark_lost(f"our node {node} was deleted")
-            elif event.kind is WatchKind.SESSION_LOST:
-                lease.mark_lost("the ZooKeeper session expired")
-            elif event.kind is WatchKind.CLOSED:
-                lease.mark_lost("the client was stopped")
-            elif not lease.lost:
-                session.watch_node(node, on_event)  # a data change: watch again
-
-        session.watch_node(node, on_event)
+        self._keeper.track(lease, session.watch_node)
         return lease
 
-    def _on_state(self, state: SessionState) -> None:
-        if state is SessionState.LOST:
-            self._mark_all_lost("the ZooKeeper session expired")
-        elif state is SessionState.SUSPENDED:
-            self._arm_loss_timer()
-        elif state is SessionState.CONNECTED:
-            self._cancel_loss_timer()
 
-    def _mark_all_lost(self, reason: str) -> None:
-        for lease in list(self._leases):
-            lease.mark_lost(reason)
-
-    def _arm_loss_timer(self) -> None:
-        """While cut off, mark leases lost the moment the server may have expired us."""
-        session = self._session
-        if session is None:
-            return
-        facts = session.facts
-        deadline = loss_deadline(facts.last_answered_sent(), facts.session_timeout())
-        if deadline is None:
-            return
-        self._cancel_loss_timer()
-        timer = threading.Timer(max(0.0, deadline - facts.clock()), self._check_leases)
-        timer.daemon = True
-        self._loss_timer = timer
-        timer.start()
-
-    def _check_leases(self) -> None:
-        for lease in list(self._leases):
-            lease.check()
-
-    def _cancel_loss_timer(self) -> None:
-        timer, self._loss_timer = self._loss_timer, None
-        if timer is not None:
-            timer.cancel()
+def _thread_timer(delay: float, fn: Callable[[], None]) -> Callable[[], None]:
+    timer = threading.Timer(delay, fn)
+    timer.daemon = True
+    timer.start()
+    return timer.cancel

@@ -35,7 +35,7 @@ class Lock:
     def __init__(self, client: Client, config: LockConfig) -> None:
         self._client = client
         self._config = config
-        self._holdings = HoldingTable(config)
+        self._holdings: HoldingTable[Lease] = HoldingTable(config)
         self._sibling: Lock | None = None  # the other half of a read/write lock
 
     def __repr__(self) -> str:
