@@ -10,6 +10,8 @@ fencing token and notice of lock loss::
             write_orders(token=lease.token)
 """
 
+from zklocks._asyncio.client import AsyncClient
+from zklocks._asyncio.locks import AsyncLock, AsyncReadWriteLock
 from zklocks._contenders import Contender
 from zklocks._errors import (
     AlreadyHeld,
@@ -22,7 +24,7 @@ from zklocks._errors import (
     LockTimeout,
     NotHeld,
 )
-from zklocks._lease import Lease
+from zklocks._lease import AsyncLease, Lease
 from zklocks._sync.client import Client
 from zklocks._sync.locks import Lock, ReadWriteLock
 
@@ -30,6 +32,10 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AlreadyHeld",
+    "AsyncClient",
+    "AsyncLease",
+    "AsyncLock",
+    "AsyncReadWriteLock",
     "Client",
     "ClientClosed",
     "ConnectionFailed",

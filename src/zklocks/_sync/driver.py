@@ -10,27 +10,25 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from zklocks._drive import (
+    first_gone,
+    parent_creates,
+    parents_reply,
+    pipeline_deadline,
+    wake_reply,
+)
 from zklocks._flow import Flow
 from zklocks._ops import (
     TIMED_OUT,
     AwaitDeletion,
-    Create,
     CreateParents,
     Exists,
-    Gone,
     Op,
     Pipeline,
     Reply,
     SessionId,
-    Stat,
 )
-from zklocks._protocol.errors import (
-    ClientClosedError,
-    NodeExistsError,
-    SessionExpiredError,
-    ZooKeeperError,
-)
-from zklocks._session import SyncSession, WatchEvent, WatchKind
+from zklocks._session import SyncSession, WatchEvent
 
 
 def run(flow: Flow, session: SyncSession) -> Any:
@@ -57,37 +55,14 @@ def run(flow: Flow, session: SyncSession) -> Any:
 def execute(op: Op, session: SyncSession) -> Reply:
     """One operation's reply."""
     if isinstance(op, Pipeline):
-        deadline = min_deadline(op)
-        return tuple(session.call(op.requests, deadline))
+        return tuple(session.call(op.requests, pipeline_deadline(op)))
     if isinstance(op, AwaitDeletion):
         return await_deletion(op, session)
     if isinstance(op, CreateParents):
-        return create_parents(op, session)
+        return parents_reply(session.call(parent_creates(op.path), op.deadline))
     if isinstance(op, SessionId):
         return session.session_id()
     return session.call((op,), op.deadline)[0]
-
-
-def min_deadline(op: Pipeline) -> float | None:
-    deadlines = [r.deadline for r in op.requests if r.deadline is not None]
-    return min(deadlines) if deadlines else None
-
-
-def ancestors(path: str) -> list[str]:
-    """``/a/b/c`` -> ``["/a", "/a/b", "/a/b/c"]``."""
-    parts = path.strip("/").split("/")
-    return ["/" + "/".join(parts[: i + 1]) for i in range(len(parts))]
-
-
-def create_parents(op: CreateParents, session: SyncSession) -> Reply:
-    """All ancestors as containers in one pipelined round trip; existing ones are fine."""
-    creates = [Create(p, ephemeral=False, container=True) for p in ancestors(op.path)]
-    for reply in session.call(creates, op.deadline):
-        if reply is TIMED_OUT:
-            return TIMED_OUT
-        if isinstance(reply, ZooKeeperError) and not isinstance(reply, NodeExistsError):
-            return reply
-    return None
 
 
 def await_deletion(op: AwaitDeletion, session: SyncSession) -> Reply:
@@ -102,25 +77,15 @@ def await_deletion(op: AwaitDeletion, session: SyncSession) -> Reply:
     clock = session.facts.clock
     while True:
         replies = session.call([Exists(n) for n in op.nodes], op.deadline, watcher)
-        for node, reply in zip(op.nodes, replies, strict=True):
-            if reply is None:
-                return Gone(node)
-            if not isinstance(reply, Stat):
-                return reply
-        while True:
-            remaining = None if op.deadline is None else op.deadline - clock()
-            if remaining is not None and remaining <= 0:
-                return TIMED_OUT
-            if not wake.wait(remaining):
-                return TIMED_OUT
-            wake.clear()
-            while fired:
-                event = fired.pop(0)
-                if event.kind is WatchKind.DELETED and event.path in op.nodes:
-                    return Gone(event.path)
-                if event.kind is WatchKind.SESSION_LOST:
-                    return SessionExpiredError()
-                if event.kind is WatchKind.CLOSED:
-                    return ClientClosedError()
-            if not fired:
-                break  # a change that is not a deletion: set the watches again
+        done = first_gone(op.nodes, replies)
+        if done is not None:
+            return done
+        remaining = None if op.deadline is None else op.deadline - clock()
+        if (remaining is not None and remaining <= 0) or not wake.wait(remaining):
+            return TIMED_OUT
+        wake.clear()
+        events = [fired.pop(0) for _ in range(len(fired))]
+        done = wake_reply(events, op.nodes)
+        if done is not None:
+            return done
+        # only a change that is not a deletion: set the watches again

@@ -1,0 +1,153 @@
+"""``AsyncClient``: one ZooKeeper session on the caller's event loop, and its locks."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from types import TracebackType
+
+from zklocks import _validate
+from zklocks._asyncio.locks import AsyncLock, AsyncReadWriteLock
+from zklocks._asyncio.session import AsyncSession
+from zklocks._connection import Connection
+from zklocks._errors import ClientClosed, ConnectionFailed, InvalidArgument
+from zklocks._holdings import make_config
+from zklocks._lease import AsyncLease, LeaseKeeper, SessionFacts
+from zklocks._protocol.errors import ConnectionFailedError
+from zklocks._sync.client import DEFAULT_HOSTS
+
+
+class AsyncClient:
+    """The asyncio twin of ``Client``: same arguments, same locks, awaitable methods.
+
+    It runs on the loop it is started on, with no thread of its own; every waiting task
+    costs one watch and a few objects, never a thread.
+    """
+
+    def __init__(
+        self,
+        hosts: str = DEFAULT_HOSTS,
+        *,
+        session_timeout: float = 10.0,
+        connect_timeout: float = 15.0,
+    ) -> None:
+        if not isinstance(hosts, str) or not hosts.strip():
+            raise InvalidArgument(f"hosts must be a 'host:port,...' string, not {hosts!r}")
+        self.hosts = hosts
+        self.session_timeout = _validate.session_timeout(session_timeout)
+        self.connect_timeout = _validate.session_timeout(connect_timeout)
+        self._session: AsyncSession | None = None
+        self._stopped = False
+        self._keeper = LeaseKeeper(self._facts, self._loop_timer)
+
+    def __repr__(self) -> str:
+        state = "stopped" if self._stopped else "started" if self._session else "new"
+        return f"<AsyncClient {self.hosts} {state}>"
+
+    async def start(self) -> AsyncClient:
+        """Connect (``ConnectionFailed`` if no server answers within ``connect_timeout``)."""
+        if self._stopped:
+            raise ClientClosed("a stopped client cannot be started again; make a new one")
+        if self._session is not None:
+            return self
+        connection = Connection(
+            self.hosts, session_timeout=self.session_timeout, connect_timeout=self.connect_timeout
+        )
+        session = AsyncSession(connection)
+        connection.add_state_listener(self._keeper.on_state)
+        try:
+            await connection.start(self.connect_timeout)
+        except ConnectionFailedError as exc:
+            raise ConnectionFailed(
+                f"{exc}; is ZooKeeper running there? Start one with `zklocks server`, "
+                "or point --hosts / ZKLOCKS_HOSTS at yours"
+            ) from exc
+        session.mark_connected()
+        self._session = session
+        return self
+
+    async def stop(self) -> None:
+        """Close the session: the server deletes our nodes at once; leases become lost."""
+        self._stopped = True
+        session, self._session = self._session, None
+        if session is not None:
+            session.closed = True
+            await session.connection.close()
+        self._keeper.mark_all_lost("the client was stopped")
+
+    async def __aenter__(self) -> AsyncClient:
+        return await self.start()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()
+
+    @property
+    def connected(self) -> bool:
+        session = self._session
+        return session is not None and session.facts.connected()
+
+    def lock(
+        self,
+        path: str,
+        *,
+        fair: bool = True,
+        reentrant: bool = False,
+        identifier: str | None = None,
+    ) -> AsyncLock:
+        """An exclusive lock: fair (FIFO queue) or, with ``fair=False``, one node (seed 000)."""
+        config = make_config(path, "lock", fair=fair, reentrant=reentrant, identifier=identifier)
+        return AsyncLock(self, config)
+
+    def read_write_lock(
+        self, path: str, *, reentrant: bool = False, identifier: str | None = None
+    ) -> AsyncReadWriteLock:
+        """A read/write lock: ``.read`` is shared, ``.write`` exclusive, one FIFO queue."""
+        read = make_config(path, "read", reentrant=reentrant, identifier=identifier)
+        write = make_config(path, "write", reentrant=reentrant, identifier=identifier)
+        return AsyncReadWriteLock(AsyncLock(self, read), AsyncLock(self, write))
+
+    def semaphore(
+        self,
+        path: str,
+        *,
+        permits: int,
+        reentrant: bool = False,
+        identifier: str | None = None,
+    ) -> AsyncLock:
+        """At most ``permits`` holders at once, granted in FIFO order."""
+        config = make_config(
+            path, "lease", permits=permits, reentrant=reentrant, identifier=identifier
+        )
+        return AsyncLock(self, config)
+
+    # -- for the lock classes -----------------------------------------------------------
+
+    def _session_or_raise(self) -> AsyncSession:
+        session = self._session
+        if session is None or session.closed:
+            word = "stopped" if self._stopped else "not started (await start() or use `async with`)"
+            raise ClientClosed(f"the client is {word}")
+        return session
+
+    def _session_or_none(self) -> AsyncSession | None:
+        session = self._session
+        return None if session is None or session.closed else session
+
+    def _facts(self) -> SessionFacts | None:
+        session = self._session
+        return None if session is None else session.facts
+
+    def _watch_lease(self, node: str, token: int) -> AsyncLease:
+        session = self._session_or_raise()
+        lease = AsyncLease(node, token, session.facts)
+        self._keeper.track(lease, session.watch_node)
+        return lease
+
+    @staticmethod
+    def _loop_timer(delay: float, fn: Callable[[], None]) -> Callable[[], None]:
+        return asyncio.get_running_loop().call_later(delay, fn).cancel

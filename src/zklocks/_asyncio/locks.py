@@ -1,0 +1,172 @@
+"""The asyncio lock classes: the sync ones' interface with ``await``; each task contends.
+
+``held``, ``lease`` and ``release()`` answer for the *current task*, as the sync
+classes answer for the calling thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from types import TracebackType
+from typing import TYPE_CHECKING
+
+from zklocks import _flow, _validate
+from zklocks._asyncio import driver
+from zklocks._contenders import Contender, list_contenders
+from zklocks._errors import AlreadyHeld, LockError, LockLost
+from zklocks._holdings import HoldingTable, LockConfig
+from zklocks._lease import AsyncLease
+from zklocks._ops import Exists, GetChildren
+from zklocks._protocol.errors import NoNodeError
+
+if TYPE_CHECKING:
+    from zklocks._asyncio.client import AsyncClient
+
+
+def _current_task() -> asyncio.Task[object]:
+    task = asyncio.current_task()
+    if task is None:
+        raise LockError("zklocks' asyncio locks must be used from inside a task")
+    return task
+
+
+class AsyncLock:
+    """A distributed lock for asyncio; one kind per object, shareable between tasks."""
+
+    def __init__(self, client: AsyncClient, config: LockConfig) -> None:
+        self._client = client
+        self._config = config
+        self._holdings: HoldingTable[AsyncLease] = HoldingTable(config)
+        self._sibling: AsyncLock | None = None
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self._config.kind} {self._config.path}>"
+
+    @property
+    def path(self) -> str:
+        return self._config.path
+
+    @property
+    def kind(self) -> str:
+        return self._config.kind
+
+    async def acquire(self, timeout: float | None = None, *, blocking: bool = True) -> AsyncLease:
+        """Wait until held (or ``timeout`` seconds pass) and return the lease.
+
+        Cancelling the waiting task deletes our node, then ``CancelledError`` propagates.
+        """
+        lease = await self._acquire(_validate.timeout(timeout), blocking=blocking)
+        assert lease is not None
+        return lease
+
+    async def try_acquire(self) -> AsyncLease | None:
+        """The lease if the lock can be had without waiting for another holder, else None."""
+        return await self._acquire(None, blocking=False)
+
+    async def _acquire(self, timeout: float | None, *, blocking: bool) -> AsyncLease | None:
+        owner = _current_task()
+        again = self._holdings.reenter(owner)
+        if again is not None:
+            return again
+        if self._sibling is not None and self._sibling._holdings.get(owner) is not None:
+            raise AlreadyHeld(
+                f"{self.path}: this task holds the {self._sibling.kind} side of this "
+                f"read/write lock; taking the {self.kind} side too would wait on itself"
+            )
+        stale = self._holdings.take_stale(owner)
+        if stale is not None:
+            await self._give_up(stale)
+        session = self._client._session_or_raise()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        spec = self._config.spec(owner.get_name(), deadline, blocking)
+        acquired = await driver.run(_flow.acquire(spec), session)
+        if acquired is None:
+            return None
+        lease = self._client._watch_lease(acquired.node, acquired.token)
+        self._holdings.add(owner, lease)
+        return lease
+
+    async def release(self) -> None:
+        """Release the current task's hold (``NotHeld`` if it holds none).
+
+        After the lease was lost this still deletes our node if it is there, and does not
+        raise.
+        """
+        lease = self._holdings.leave(_current_task())
+        if lease is not None:
+            await self._give_up(lease)
+
+    async def _give_up(self, lease: AsyncLease) -> None:
+        lease.end()
+        session = self._client._session_or_none()
+        if session is not None:
+            await driver.run(_flow.release(lease.node), session)
+
+    @property
+    def held(self) -> bool:
+        """Does the current task hold the lock, with its lease not lost?"""
+        holding = self._holdings.get(asyncio.current_task())
+        return holding is not None and not holding.lease.lost
+
+    @property
+    def lease(self) -> AsyncLease | None:
+        """The current task's lease, or None."""
+        holding = self._holdings.get(asyncio.current_task())
+        return None if holding is None else holding.lease
+
+    async def contenders(self) -> list[Contender]:
+        """Every contender under the path: holders first, then waiters in line order."""
+        result: list[Contender] = await driver.run(
+            list_contenders(self.path), self._client._session_or_raise()
+        )
+        return result
+
+    async def wait_for_change(self, timeout: float | None = None) -> bool:
+        """Wait until a contender joins or leaves (True) or ``timeout`` passes (False)."""
+        session = self._client._session_or_raise()
+        changed = asyncio.Event()
+        timeout = _validate.timeout(timeout)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        reply = await session.call([GetChildren(self.path)], deadline, lambda _: changed.set())
+        if isinstance(reply[0], NoNodeError):
+            await session.call([Exists(self.path)], deadline, lambda _: changed.set())
+        try:
+            await asyncio.wait_for(changed.wait(), timeout)
+        except asyncio.TimeoutError:
+            return False
+        return True
+
+    async def __aenter__(self) -> AsyncLease:
+        return await self.acquire()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        lease = self.lease
+        await self.release()
+        if exc is None and lease is not None and lease.lost:
+            raise LockLost(f"{self.path}: the lease was lost while held ({lease.lost_reason})")
+
+
+class AsyncReadWriteLock:
+    """Shared reads, exclusive writes, one queue: ``.read`` and ``.write`` are locks."""
+
+    def __init__(self, read: AsyncLock, write: AsyncLock) -> None:
+        self.read = read
+        self.write = write
+        read._sibling = write
+        write._sibling = read
+
+    @property
+    def path(self) -> str:
+        return self.read.path
+
+    async def contenders(self) -> list[Contender]:
+        return await self.read.contenders()
+
+    def __repr__(self) -> str:
+        return f"<AsyncReadWriteLock {self.path}>"

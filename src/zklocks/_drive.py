@@ -1,0 +1,64 @@
+"""Pure pieces both drivers share: what to send for ``CreateParents``, how to read watch
+events for ``AwaitDeletion``. The drivers differ only in how they wait."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from zklocks._ops import TIMED_OUT, Create, Gone, Pipeline, Reply, Stat
+from zklocks._protocol.errors import (
+    ClientClosedError,
+    NodeExistsError,
+    SessionExpiredError,
+    ZooKeeperError,
+)
+from zklocks._session import WatchEvent, WatchKind
+
+
+def pipeline_deadline(op: Pipeline) -> float | None:
+    """A pipeline is sent as one: by the earliest deadline of its requests."""
+    deadlines = [r.deadline for r in op.requests if r.deadline is not None]
+    return min(deadlines) if deadlines else None
+
+
+def ancestors(path: str) -> list[str]:
+    """``/a/b/c`` -> ``["/a", "/a/b", "/a/b/c"]``."""
+    parts = path.strip("/").split("/")
+    return ["/" + "/".join(parts[: i + 1]) for i in range(len(parts))]
+
+
+def parent_creates(path: str) -> list[Create]:
+    """The lock path and its ancestors as containers, sent in one pipelined round trip."""
+    return [Create(p, ephemeral=False, container=True) for p in ancestors(path)]
+
+
+def parents_reply(replies: Sequence[Reply]) -> Reply:
+    """Existing ancestors are fine; the first other error (or TIMED_OUT) is the reply."""
+    for reply in replies:
+        if reply is TIMED_OUT:
+            return TIMED_OUT
+        if isinstance(reply, ZooKeeperError) and not isinstance(reply, NodeExistsError):
+            return reply
+    return None
+
+
+def first_gone(nodes: Sequence[str], replies: Sequence[Reply]) -> Reply | None:
+    """After setting exists-watches: a reply that ends the wait at once, or None to wait."""
+    for node, reply in zip(nodes, replies, strict=True):
+        if reply is None:
+            return Gone(node)
+        if not isinstance(reply, Stat):
+            return reply
+    return None
+
+
+def wake_reply(events: list[WatchEvent], nodes: Sequence[str]) -> Reply | None:
+    """What fired watches mean for a waiter; None: only changes, set the watches again."""
+    for event in events:
+        if event.kind is WatchKind.DELETED and event.path in nodes:
+            return Gone(event.path)
+        if event.kind is WatchKind.SESSION_LOST:
+            return SessionExpiredError()
+        if event.kind is WatchKind.CLOSED:
+            return ClientClosedError()
+    return None
