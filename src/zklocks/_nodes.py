@@ -67,8 +67,9 @@ def sequential_prefix(kind: str, attempt: str, permits: int | None = None) -> st
     return f"{kind}-{attempt}-"
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def parse(name: str) -> NodeName | None:
-    """The contender a child name denotes, or ``None`` for a foreign child."""
+    """The contender a child name denotes, or ``None`` for a foreign child (cached)."""
     if name == SINGLE_NODE:
         return NodeName(name=name, kind="lock", attempt="", sequence=0)
     match = _SEQUENTIAL.match(name)
@@ -94,18 +95,25 @@ def sequence_precedes(a: int, b: int) -> bool:
     return 0 < (b - a) % _WRAP < _HALF
 
 
-def _compare(a: NodeName, b: NodeName) -> int:
-    if a.single or b.single:
-        return (0 if a.single else 1) - (0 if b.single else 1)
-    if a.sequence == b.sequence:
-        return (a.name > b.name) - (a.name < b.name)
-    return -1 if sequence_precedes(a.sequence, b.sequence) else 1
-
-
 def queue(children: Iterable[str]) -> list[NodeName]:
-    """The contenders among ``children``, in line order (foreign children dropped)."""
+    """The contenders among ``children``, in line order (foreign children dropped).
+
+    Live sequences under one parent span far less than half the 32-bit space, so the
+    distance from any one of them, taken modulo 2**32 and shifted by half the space,
+    orders them exactly as serial-number arithmetic does: a plain integer sort key.
+    """
     parsed = [node for node in map(parse, children) if node is not None]
-    return sorted(parsed, key=functools.cmp_to_key(_compare))
+    if not parsed:
+        return parsed
+    reference = parsed[0].sequence - _HALF
+
+    def key(node: NodeName) -> tuple[int, str]:
+        if node.single:
+            return (-1, "")
+        return ((node.sequence - reference) % _WRAP, node.name)
+
+    parsed.sort(key=key)
+    return parsed
 
 
 @dataclass(frozen=True, slots=True)
