@@ -174,6 +174,7 @@ class Connection:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wire: _Wire | None = None  # the established connection, if any
         self._attempt: _Wire | None = None  # the connection being set up, if any
+        self._abandoned: set[_Wire] = set()  # aborted attempts whose sockets are closing
         self._transport: asyncio.Transport | None = None
         self._host_index = 0
         self._task: asyncio.Task[None] | None = None
@@ -275,6 +276,8 @@ class Connection:
         for w in (self._wire, self._attempt):
             if w is not None:
                 await self._hang_up(w)
+        if self._abandoned:
+            await asyncio.wait([w.lost for w in self._abandoned], timeout=1.0)
         self._wire = self._attempt = None
         self._transport = None
         self._cancel_timer()
@@ -318,10 +321,10 @@ class Connection:
         """
         loop = self._loop or asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
-        if self._wire is not None and not self._queue:
-            self._send(request, future, watcher)
-        elif self._closing:
+        if self._closing:
             future.set_exception(ClientClosedError())
+        elif self._wire is not None and not self._queue:
+            self._send(request, future, watcher)
         else:
             self._queue.append((request, future, watcher))
         return future
@@ -433,11 +436,13 @@ class Connection:
         assert self._started is not None
         try:
             await self._establish(start_deadline)
-        except BaseException as exc:
+        except asyncio.CancelledError:
+            if not self._started.done():
+                self._started.set_exception(ClientClosedError("closed while connecting"))
+            raise
+        except Exception as exc:
             if not self._started.done():
                 self._started.set_exception(exc)
-            if isinstance(exc, asyncio.CancelledError):
-                raise
             return
         self._started.set_result(None)
         while True:
@@ -529,19 +534,27 @@ class Connection:
                 event = await asyncio.wait_for(self._handshake(wire, host, port), timeout)
             except (OSError, asyncio.TimeoutError, ZooKeeperError) as exc:
                 log.debug("could not connect to %s:%s: %r", host, port, exc)
-                wire.abort()
+                self._abandon(wire)
                 return None
             except BaseException:
-                wire.abort()
+                self._abandon(wire)
                 raise
             if isinstance(event, Expired):
-                wire.abort()
+                self._abandon(wire)
                 return event
             self.last_host = f"{host}:{port}"
             self._established(wire, event)
             return event
         finally:
             self._attempt = None
+
+    def _abandon(self, wire: _Wire) -> None:
+        """Abort a connection attempt; close() waits until its socket is really closed."""
+        if wire.transport is None or wire.lost.done():
+            return
+        wire.abort()
+        self._abandoned.add(wire)
+        wire.lost.add_done_callback(lambda _: self._abandoned.discard(wire))
 
     async def _handshake(self, wire: _Wire, host: str, port: int) -> Established | Expired:
         loop = self._loop_or_running()

@@ -515,6 +515,7 @@ class ZooKeeperServer(_ZooKeeperProcess):
     is raised. ``force_sync=False`` skips the fsync per write: fine for tests, but say so
     when quoting a benchmark. Without ``data_dir`` the data lives in a temporary
     directory that ``stop()`` removes (``kill()`` and ``restart()`` keep it).
+    ``system_properties`` become ``-Dkey=value`` JVM options.
     """
 
     _serving_modes = frozenset({"standalone"})
@@ -530,6 +531,7 @@ class ZooKeeperServer(_ZooKeeperProcess):
         force_sync: bool = True,
         heap: str = "512m",
         startup_timeout: float = 30.0,
+        system_properties: dict[str, str] | None = None,
     ) -> None:
         super().__init__(
             port=port,
@@ -541,6 +543,11 @@ class ZooKeeperServer(_ZooKeeperProcess):
             startup_timeout=startup_timeout,
         )
         self._given_dir = None if data_dir is None else Path(data_dir).absolute()
+        self._properties = dict(system_properties or {})
+
+    def _extra_jvm_options(self) -> list[str]:
+        # e.g. {"znode.container.checkIntervalMs": "100"}: reap empty lock paths quickly
+        return [f"-D{key}={value}" for key, value in self._properties.items()]
 
     def _discard_data(self) -> None:
         if self._given_dir is None:

@@ -429,3 +429,14 @@ def test_zero_timeout_on_a_free_lock_succeeds(client: zklocks.Client, lock_path:
     lock = client.lock(lock_path)
     assert lock.acquire(timeout=0).token > 0
     lock.release()
+
+
+@pytest.mark.parametrize("kind", ALL)
+def test_contenders_of_an_empty_or_missing_path(
+    kind: str, client: zklocks.Client, lock_path: str
+) -> None:
+    lock = KINDS[kind](client, lock_path)
+    assert lock.contenders() == []  # no path yet
+    with lock:
+        pass
+    assert lock.contenders() == []  # the path exists, nobody in line

@@ -45,6 +45,8 @@ class AsyncSession:
         """Send back to back (pipelined) and wait for every reply."""
         if self.closed:
             return [ClientClosedError() for _ in requests]
+        if not requests:
+            return []
         if deadline is not None and not self._connected.is_set():
             try:
                 await asyncio.wait_for(

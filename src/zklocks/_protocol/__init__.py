@@ -1,4 +1,13 @@
 """ZooKeeper's wire protocol with no I/O in it (h11-style): encode requests, decode replies.
 
-The asyncio connection in ``zklocks._connection`` runs it; nothing here touches a socket.
+The asyncio connection in ``zklocks._connection`` runs it; nothing here touches a socket
+or reads a clock.
+
+* ``jute``       the record encoding's primitives (ints, longs, strings, buffers, vectors)
+* ``constants``  op codes, reserved xids, create modes, event types, watch kinds
+* ``records``    requests beyond the lock operations of ``zklocks._ops``; ACLs; full stats
+* ``codec``      each request's body and each reply's decoder; hosts and chroot
+* ``watches``    the client's watch table: routing events, restoring with setWatches
+* ``session``    the session state machine: handshake, pipelined xids, events
+* ``errors``     every ZooKeeper error code as a typed exception
 """

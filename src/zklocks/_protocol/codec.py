@@ -155,11 +155,15 @@ def _ops_create_mode(req: _ops.Create) -> CreateMode:
     return CreateMode(int(req.ephemeral) | (2 if req.sequential else 0))
 
 
+_MODE_OPCODE: dict[int, int] = {int(mode): int(mode.opcode) for mode in CreateMode}
+
+
 def encode_create(
     path: str, data: bytes, mode: CreateMode, acl: Sequence[ACL], ttl_ms: int
 ) -> tuple[int, bytes]:
     """(op code, body) of a create in any mode."""
     raw = path.encode("utf-8")
+    opcode = _MODE_OPCODE[mode]
     body = b"".join(
         (
             INT.pack(len(raw)),
@@ -167,13 +171,28 @@ def encode_create(
             INT.pack(len(data)),
             data,
             _acl_bytes(acl),
-            INT.pack(int(mode)),
+            INT.pack(mode),
         )
     )
-    opcode = mode.opcode
     if opcode == OpCode.CREATE_TTL:
         body += LONG.pack(ttl_ms)
-    return int(opcode), body
+    return opcode, body
+
+
+# The lock flows' creates, precomputed: (ephemeral, sequential, container) -> (op, tail),
+# the tail being the open ACL and the flags that end the body.
+_OPS_CREATE: dict[tuple[bool, bool, bool], tuple[int, bytes]] = {
+    (ephemeral, sequential, False): (
+        OpCode.CREATE2,
+        _OPEN_ACL_BYTES + INT.pack(int(ephemeral) | (2 if sequential else 0)),
+    )
+    for ephemeral in (False, True)
+    for sequential in (False, True)
+}
+_OPS_CREATE[(False, False, True)] = (
+    OpCode.CREATE_CONTAINER,
+    _OPEN_ACL_BYTES + INT.pack(CreateMode.CONTAINER),
+)
 
 
 def encode_connect(
@@ -416,10 +435,17 @@ def _no_watch(kind: str, watch: bool) -> None:
 
 
 def _b_ops_create(req: Any, chroot: str, watch: bool) -> Plan:
-    _no_watch("create", watch)
-    mode = _ops_create_mode(req)
-    opcode, body = encode_create(to_server(req.path, chroot), req.data, mode, OPEN_ACL_UNSAFE, 0)
-    return Plan(opcode, body, decode_created, req.path)
+    # The hot path of every lock: no enum arithmetic, one join.
+    if watch:
+        _no_watch("create", watch)
+    spec = _OPS_CREATE.get((req.ephemeral, req.sequential, req.container))
+    if spec is None:
+        _ops_create_mode(req)  # raises the reason
+        raise AssertionError("unreachable")
+    raw = (to_server(req.path, chroot) if chroot else req.path).encode("utf-8")
+    data = req.data
+    body = b"".join((INT.pack(len(raw)), raw, INT.pack(len(data)), data, spec[1]))
+    return Plan(spec[0], body, decode_created, req.path)
 
 
 def _b_create(req: Any, chroot: str, watch: bool) -> Plan:

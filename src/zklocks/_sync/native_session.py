@@ -88,6 +88,8 @@ class NativeSession:
     ) -> list[Reply]:
         if self._closed:
             return [ClientClosedError() for _ in requests]
+        if not requests:
+            return []
         done: Replies = concurrent.futures.Future()
         self._loop.call_soon_threadsafe(self._call, requests, deadline, watcher, done)
         return done.result()

@@ -1,0 +1,502 @@
+"""The asyncio Connection against a real ZooKeeper: handshake, pipelining, replies, watches,
+states, send times, close. Faults (drops, stalls, kills, expiry) are in
+``test_transport_faults.py``.
+
+kazoo (a dev dependency) inspects the server independently where a test must not trust
+the code under test, always from a worker thread so our event loop keeps running.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import threading
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any, TypeVar
+
+import pytest
+from kazoo.client import KazooClient
+
+from zklocks import _ops
+from zklocks._connection import Connection, EventType, SessionState, WatchEvent
+from zklocks._ops import Created, NodeData, Stat
+from zklocks._protocol.constants import CreateMode
+from zklocks._protocol.errors import (
+    BadVersionError,
+    ClientClosedError,
+    ConnectionFailedError,
+    NodeExistsError,
+    NoNodeError,
+    NotEmptyError,
+    RolledBackError,
+    UnimplementedError,
+)
+from zklocks._protocol.records import (
+    CheckRequest,
+    CreateRequest,
+    DeleteRequest,
+    SetDataRequest,
+    ZnodeStat,
+)
+from zklocks.server import ZooKeeperServer
+
+T = TypeVar("T")
+WAIT = 10.0  # the longest any condition below may take to come true
+
+
+def run(coro: Awaitable[T], timeout: float = 60.0) -> T:
+    async def bounded() -> T:
+        return await asyncio.wait_for(coro, timeout)
+
+    return asyncio.run(bounded())
+
+
+def open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+class States:
+    """Records a connection's state changes; await one with a deadline."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.seen: list[SessionState] = []
+        self._changed = asyncio.Event()
+        conn.add_state_listener(self._on)
+
+    def _on(self, state: SessionState) -> None:
+        self.seen.append(state)
+        self._changed.set()
+
+    async def wait(self, state: SessionState, *, after: int = 0, timeout: float = WAIT) -> int:
+        """Index in ``seen`` of the first ``state`` at or after ``after``."""
+        deadline = time.monotonic() + timeout
+        while state not in self.seen[after:]:
+            self._changed.clear()
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise AssertionError(f"no {state.name} within {timeout} s; saw {self.seen}")
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), remaining)
+        return self.seen.index(state, after)
+
+
+class Watched:
+    """A watcher that records events; await the next one with a deadline."""
+
+    def __init__(self) -> None:
+        self.events: list[WatchEvent] = []
+        self._queue: asyncio.Queue[WatchEvent] = asyncio.Queue()
+
+    def __call__(self, event: WatchEvent) -> None:
+        self.events.append(event)
+        self._queue.put_nowait(event)
+
+    async def next(self, timeout: float = WAIT) -> WatchEvent:
+        return await asyncio.wait_for(self._queue.get(), timeout)
+
+
+async def until(predicate: Callable[[], bool], timeout: float = WAIT, step: float = 0.02) -> None:
+    """Poll a condition about the outside world (the server) with a deadline."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"condition not met within {timeout} s")
+        await asyncio.sleep(step)
+
+
+@pytest.fixture
+def kazoo(zk_server: ZooKeeperServer) -> Iterator[KazooClient]:
+    client = KazooClient(hosts=zk_server.hosts)
+    client.start(timeout=15)
+    try:
+        yield client
+    finally:
+        client.stop()
+        client.close()
+
+
+@pytest.fixture
+def base(kazoo: KazooClient) -> str:
+    path = f"/test-connection-{uuid.uuid4().hex[:8]}"
+    kazoo.create(path)
+    return path
+
+
+def test_start_negotiates_and_close_leaves_nothing_behind(zk_server: ZooKeeperServer) -> None:
+    async def main() -> None:
+        tasks_before = asyncio.all_tasks()
+        fds_before = open_fds()
+        threads_before = threading.active_count()
+        conn = Connection(zk_server.hosts, session_timeout=5.0)
+        states = States(conn)
+        assert conn.state is SessionState.CONNECTING
+        await conn.start()
+        assert conn.state is SessionState.CONNECTED
+        assert conn.session_id != 0
+        assert conn.session_timeout == 5.0  # within the server's bounds: granted as asked
+        assert conn.last_host == f"127.0.0.1:{zk_server.port}"
+        assert open_fds() > fds_before
+        await conn.close()
+        assert conn.state is SessionState.CLOSED
+        assert states.seen == [SessionState.CONNECTED, SessionState.CLOSED]
+        await conn.close()  # idempotent
+        assert states.seen == [SessionState.CONNECTED, SessionState.CLOSED]
+        assert asyncio.all_tasks() == tasks_before
+        assert open_fds() == fds_before
+        assert threading.active_count() == threads_before
+        assert conn._timer is None
+
+    run(main())
+
+
+def test_session_timeout_is_clamped_by_the_server(zk_server: ZooKeeperServer) -> None:
+    async def main() -> None:
+        conn = Connection(zk_server.hosts, session_timeout=0.1)
+        await conn.start()
+        try:
+            assert conn.session_timeout == 0.4  # 2 ticks of 200 ms
+        finally:
+            await conn.close()
+
+    run(main())
+
+
+def test_start_fails_naming_every_host_and_leaks_nothing() -> None:
+    async def main() -> None:
+        fds_before = open_fds()
+        tasks_before = asyncio.all_tasks()
+        dead = ["127.0.0.1:9", "127.0.0.1:1"]
+        conn = Connection(",".join(dead), session_timeout=2.0)
+        started = time.monotonic()
+        with pytest.raises(ConnectionFailedError) as caught:
+            await conn.start(timeout=0.5)
+        assert time.monotonic() - started < 2.0
+        assert set(caught.value.hosts) == set(dead)
+        assert all(host in str(caught.value) for host in dead)
+        assert isinstance(caught.value, TimeoutError)
+        assert conn.state is SessionState.CLOSED
+        assert asyncio.all_tasks() == tasks_before
+        assert open_fds() == fds_before
+        future = conn.submit(_ops.Exists("/"))
+        with pytest.raises(ClientClosedError):
+            await future
+
+    run(main())
+
+
+def test_lock_operations_answer_with_ops_types(zk_server: ZooKeeperServer, base: str) -> None:
+    async def main() -> None:
+        conn = Connection(zk_server.hosts)
+        await conn.start()
+        try:
+            created = await conn.submit(_ops.Create(base + "/lock-", b"me", sequential=True))
+            assert type(created) is Created and type(created.stat) is Stat
+            assert created.path.startswith(base + "/lock-")
+            assert created.stat.ephemeral_owner == conn.session_id
+            assert created.stat.czxid > 0
+            assert await conn.submit(_ops.GetChildren(base)) == [created.path.rsplit("/")[-1]]
+            data = await conn.submit(_ops.GetData(created.path))
+            assert type(data) is NodeData and data.data == b"me"
+            assert data.stat.czxid == created.stat.czxid
+            stat = await conn.submit(_ops.Exists(created.path))
+            assert type(stat) is Stat and stat.czxid == created.stat.czxid
+            assert await conn.submit(_ops.Delete(created.path)) is None
+            assert await conn.submit(_ops.Exists(created.path)) is None
+            with pytest.raises(NoNodeError) as caught:
+                await conn.submit(_ops.Delete(created.path))
+            assert caught.value.path == created.path
+            with pytest.raises(NoNodeError):
+                await conn.submit(_ops.GetData(created.path))
+            container = await conn.submit(_ops.Create(base + "/c", ephemeral=False, container=True))
+            assert container.path == base + "/c"
+        finally:
+            await conn.close()
+
+    run(main())
+
+
+def test_pipelined_submits_are_answered_in_order(zk_server: ZooKeeperServer, base: str) -> None:
+    async def main() -> None:
+        conn = Connection(zk_server.hosts)
+        await conn.start()
+        try:
+            futures = [
+                conn.submit(_ops.Create(base + "/n-", ephemeral=True, sequential=True))
+                for _ in range(500)
+            ]
+            assert not any(f.done() for f in futures)  # all written before any answer
+            created = await asyncio.gather(*futures)
+            sequence = [int(c.path.rsplit("-", 1)[1]) for c in created]
+            assert sequence == list(range(500))
+            assert len(await conn.submit(_ops.GetChildren(base))) == 500
+        finally:
+            await conn.close()
+
+    run(main())
+
+
+def test_close_removes_ephemerals_at_once(
+    zk_server: ZooKeeperServer, kazoo: KazooClient, base: str
+) -> None:
+    async def main() -> None:
+        conn = Connection(zk_server.hosts, session_timeout=30.0)
+        await conn.start()
+        await conn.create(base + "/eph", ephemeral=True)
+        assert await asyncio.to_thread(kazoo.exists, base + "/eph") is not None
+        await conn.close()
+        # a 30 s session: only closeSession can have removed it this soon
+        assert await asyncio.to_thread(kazoo.exists, base + "/eph") is None
+
+    run(main())
+
+
+def test_refused_requests_raise_typed_errors(zk_server: ZooKeeperServer, base: str) -> None:
+    async def main() -> None:
+        conn = Connection(zk_server.hosts)
+        await conn.start()
+        try:
+            await conn.create(base + "/x", b"1")
+            with pytest.raises(NodeExistsError):
+                await conn.create(base + "/x")
+            with pytest.raises(BadVersionError):
+                await conn.set_data(base + "/x", b"2", version=5)
+            with pytest.raises(NotEmptyError):
+                await conn.delete(base)
+            with pytest.raises(NoNodeError):
+                await conn.create(base + "/missing/child")
+            with pytest.raises(UnimplementedError):  # this server has TTL nodes disabled
+                await conn.create(base + "/ttl", ttl=5.0)
+            # the connection carries on after refusals
+            assert (await conn.get_data(base + "/x")).data == b"1"
+        finally:
+            await conn.close()
+
+    run(main())
+
+
+def test_user_operations(zk_server: ZooKeeperServer, base: str) -> None:
+    async def main() -> None:
+        conn = Connection(zk_server.hosts)
+        await conn.start()
+        try:
+            created = await conn.create(base + "/d", b"v1")
+            assert isinstance(created.stat, ZnodeStat) and created.stat.data_length == 2
+            stat = await conn.set_data(base + "/d", b"v22", version=0)
+            assert stat.version == 1 and stat.data_length == 3
+            data = await conn.get_data(base + "/d")
+            assert data.data == b"v22" and data.stat.mzxid == stat.mzxid
+            exists = await conn.exists(base + "/d")
+            assert exists is not None and exists.version == 1
+            await conn.create(base + "/d/child", ephemeral=True)
+            assert await conn.get_children(base + "/d") == ["child"]
+            await conn.sync(base)
+            results = await conn.multi(
+                CreateRequest(base + "/m", b"a"),
+                SetDataRequest(base + "/m", b"b", 0),
+                CheckRequest(base + "/m", 1),
+                DeleteRequest(base + "/d/child"),
+            )
+            assert results[0] == base + "/m" and results[2] is None and results[3] is None
+            assert isinstance(results[1], ZnodeStat) and results[1].version == 1
+            with pytest.raises(BadVersionError) as caught:
+                await conn.multi(CreateRequest(base + "/m2"), CheckRequest(base + "/m", 0))
+            assert caught.value.results is not None
+            assert type(caught.value.results[0]) is RolledBackError
+            assert await conn.exists(base + "/m2") is None  # nothing applied
+            seq = await conn.create(base + "/s-", sequential=True, ephemeral=True)
+            assert seq.path == base + "/s-0000000002"  # d and m came before; m2 was rolled back
+            mode_check = CreateRequest(base + "/p", mode=CreateMode.PERSISTENT)
+            assert (await conn.submit(mode_check)).stat.ephemeral_owner == 0
+        finally:
+            await conn.close()
+
+    run(main())
+
+
+def test_watches_fire_once_with_the_right_event(
+    zk_server: ZooKeeperServer, kazoo: KazooClient, base: str
+) -> None:
+    async def main() -> None:
+        conn = Connection(zk_server.hosts)
+        await conn.start()
+        try:
+            exist, data, child = Watched(), Watched(), Watched()
+            assert await conn.exists(base + "/w", watcher=exist) is None
+            await asyncio.to_thread(kazoo.create, base + "/w", b"1")
+            event = await exist.next()
+            assert event == WatchEvent(EventType.CREATED, SessionState.CONNECTED, base + "/w")
+            await conn.get_data(base + "/w", watcher=data)
+            await conn.get_children(base, watcher=child)
+            await asyncio.to_thread(kazoo.set, base + "/w", b"2")
+            assert (await data.next()).type is EventType.CHANGED
+            await asyncio.to_thread(kazoo.create, base + "/w2")
+            assert (await child.next()) == WatchEvent(EventType.CHILD, SessionState.CONNECTED, base)
+            # one-shot: a second change is not reported to watchers that already fired
+            await asyncio.to_thread(kazoo.set, base + "/w", b"3")
+            await conn.sync(base)
+            assert len(exist.events) == 1 and len(data.events) == 1
+            # a lock waiter's watch: exists on the predecessor, woken by its deletion
+            waiter = Watched()
+            assert await conn.submit(_ops.Exists(base + "/w2"), watcher=waiter) is not None
+            await asyncio.to_thread(kazoo.delete, base + "/w2")
+            assert (await waiter.next()).type is EventType.DELETED
+        finally:
+            await conn.close()
+
+    run(main())
+
+
+def test_persistent_recursive_watch(
+    zk_server: ZooKeeperServer, kazoo: KazooClient, base: str
+) -> None:
+    async def main() -> None:
+        conn = Connection(zk_server.hosts)
+        await conn.start()
+        try:
+            watched = Watched()
+            await conn.add_watch(base, watched)
+            await asyncio.to_thread(kazoo.create, base + "/a/b", makepath=True)
+            seen = [await watched.next(), await watched.next()]
+            assert [(e.type, e.path) for e in seen] == [
+                (EventType.CREATED, base + "/a"),
+                (EventType.CREATED, base + "/a/b"),
+            ]
+            await asyncio.to_thread(kazoo.delete, base + "/a/b")
+            assert (await watched.next()).path == base + "/a/b"  # still registered
+        finally:
+            await conn.close()
+
+    run(main())
+
+
+def test_close_wakes_every_watcher(zk_server: ZooKeeperServer, base: str) -> None:
+    async def main() -> None:
+        conn = Connection(zk_server.hosts)
+        await conn.start()
+        watched = Watched()
+        await conn.exists(base + "/never", watcher=watched)
+        await conn.close()
+        assert watched.events == [WatchEvent(EventType.NONE, SessionState.CLOSED, base + "/never")]
+        with pytest.raises(ClientClosedError):
+            await conn.submit(_ops.Exists("/"))
+
+    run(main())
+
+
+def test_last_answered_sent_is_the_send_time_of_the_last_answer(
+    zk_server: ZooKeeperServer,
+) -> None:
+    async def main() -> None:
+        conn = Connection(zk_server.hosts, session_timeout=1.2)
+        before_start = time.monotonic()
+        await conn.start()
+        try:
+            assert conn.last_answered_sent is not None
+            assert before_start <= conn.last_answered_sent <= time.monotonic()
+            before = time.monotonic()
+            future = conn.submit(_ops.Exists("/"))
+            after_submit = time.monotonic()
+            await future
+            assert before <= conn.last_answered_sent <= after_submit
+            # Idle: pings go out every 0.4 s; their answers move the time forward.
+            idle_from = time.monotonic()
+            await until(lambda: (conn.last_answered_sent or 0) > idle_from, timeout=2.0)
+            assert conn.last_answered_sent is not None
+            assert conn.last_answered_sent <= time.monotonic()
+            assert conn.state is SessionState.CONNECTED
+        finally:
+            await conn.close()
+
+    run(main())
+
+
+def test_submit_before_start_is_queued_until_connected(zk_server: ZooKeeperServer) -> None:
+    async def main() -> None:
+        conn = Connection(zk_server.hosts)
+        future = conn.submit(_ops.Exists("/"))
+        assert not future.done()
+        await conn.start()
+        try:
+            stat = await asyncio.wait_for(future, WAIT)
+            assert stat is not None
+        finally:
+            await conn.close()
+
+    run(main())
+
+
+def test_chroot(zk_server: ZooKeeperServer, kazoo: KazooClient, base: str) -> None:
+    async def main() -> None:
+        conn = Connection(zk_server.hosts + base)
+        await conn.start()
+        try:
+            assert conn.chroot == base
+            created = await conn.create("/inside-", sequential=True)
+            assert created.path.startswith("/inside-")
+            assert await asyncio.to_thread(kazoo.exists, base + created.path) is not None
+            watched = Watched()
+            await conn.exists("/later", watcher=watched)
+            await asyncio.to_thread(kazoo.create, base + "/later")
+            assert (await watched.next()).path == "/later"
+            assert sorted(await conn.get_children("/")) == sorted(
+                ["later", created.path.lstrip("/")]
+            )
+            results = await conn.multi(CreateRequest("/m"))
+            assert results == ["/m"]
+        finally:
+            await conn.close()
+
+    run(main())
+
+
+def test_listener_remover_and_failing_listener(zk_server: ZooKeeperServer) -> None:
+    async def main() -> None:
+        conn = Connection(zk_server.hosts)
+        seen: list[Any] = []
+
+        def broken(state: SessionState) -> None:
+            raise RuntimeError("listener bug")
+
+        conn.add_state_listener(broken)
+        remove = conn.add_state_listener(seen.append)
+        await conn.start()
+        remove()
+        await conn.close()
+        assert seen == [SessionState.CONNECTED]  # removed before CLOSED; the bug hurt no one
+
+    run(main())
+
+
+def test_close_during_start_stops_it_cleanly() -> None:
+    async def main() -> None:
+        # A server that accepts and never answers: the handshake hangs.
+        async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await reader.read()
+            writer.close()
+
+        server = await asyncio.start_server(silent, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        tasks_before = asyncio.all_tasks()
+        try:
+            conn = Connection(f"127.0.0.1:{port}", session_timeout=30.0)
+            starting = asyncio.ensure_future(conn.start())
+            await until(lambda: conn._attempt is not None and conn._attempt.transport is not None)
+            attempt = conn._attempt
+            assert attempt is not None and attempt.transport is not None
+            client_socket = attempt.transport.get_extra_info("socket")
+            assert client_socket.fileno() >= 0
+            await conn.close()
+            assert client_socket.fileno() == -1  # closed by the time close() returns
+            with pytest.raises(ClientClosedError):
+                await asyncio.wait_for(starting, WAIT)
+            assert conn.state is SessionState.CLOSED
+            ours = [t for t in asyncio.all_tasks() - tasks_before if "silent" not in repr(t)]
+            assert ours == []
+        finally:
+            server.close()
+            await server.wait_closed()
+
+    run(main())

@@ -1,0 +1,625 @@
+"""Faults on a real ZooKeeper: resets, stalls, pauses, crashes, member loss, oversized requests.
+
+A small asyncio TCP proxy (below) sits between the Connection and the server when a test
+needs to reset or stall the wire. Every wait has a deadline; the only ``time.sleep`` is
+the fault of "the client process paused", which blocks the event loop on purpose.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import struct
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any, TypeVar
+
+import pytest
+from kazoo.client import KazooClient
+
+from zklocks import _ops
+from zklocks._connection import Connection, EventType, SessionState, WatchEvent
+from zklocks._protocol.errors import (
+    ConnectionLossError,
+    NoAuthError,
+    RequestTooLargeError,
+    SessionExpiredError,
+)
+from zklocks._protocol.records import digest_acl
+from zklocks.server import ZooKeeperEnsemble, ZooKeeperServer
+
+T = TypeVar("T")
+WAIT = 15.0
+
+
+def run(coro: Awaitable[T], timeout: float = 90.0) -> T:
+    async def bounded() -> T:
+        return await asyncio.wait_for(coro, timeout)
+
+    return asyncio.run(bounded())
+
+
+class States:
+    """Records a connection's state changes with their times; await one with a deadline."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.seen: list[SessionState] = []
+        self.times: list[float] = []
+        self._changed = asyncio.Event()
+        conn.add_state_listener(self._on)
+
+    def _on(self, state: SessionState) -> None:
+        self.seen.append(state)
+        self.times.append(time.monotonic())
+        self._changed.set()
+
+    async def wait(self, state: SessionState, *, after: int = 0, timeout: float = WAIT) -> int:
+        """Index in ``seen`` of the first ``state`` at or after index ``after``."""
+        deadline = time.monotonic() + timeout
+        while state not in self.seen[after:]:
+            self._changed.clear()
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise AssertionError(f"no {state.name} within {timeout} s; saw {self.seen}")
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), remaining)
+        return self.seen.index(state, after)
+
+
+class Watched:
+    def __init__(self) -> None:
+        self.events: list[WatchEvent] = []
+        self._queue: asyncio.Queue[WatchEvent] = asyncio.Queue()
+
+    def __call__(self, event: WatchEvent) -> None:
+        self.events.append(event)
+        self._queue.put_nowait(event)
+
+    async def next(self, timeout: float = WAIT) -> WatchEvent:
+        return await asyncio.wait_for(self._queue.get(), timeout)
+
+
+async def until(predicate: Callable[[], Any], timeout: float = WAIT, step: float = 0.05) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"condition not met within {timeout} s")
+        await asyncio.sleep(step)
+
+
+class Proxy:
+    """A TCP proxy on the test's loop: ``reset()`` sends RSTs, ``stall()`` holds all bytes.
+
+    While stalled, new connections are accepted but nothing is forwarded either way, so a
+    client's handshake hangs just like its requests: a network that silently eats traffic.
+    """
+
+    def __init__(self, host: str, port: int) -> None:
+        self.upstream = (host, port)
+        self.port = 0
+        self.accepted = 0
+        self._flowing = asyncio.Event()
+        self._flowing.set()
+        self._writers: set[asyncio.StreamWriter] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._server: asyncio.AbstractServer | None = None
+
+    @property
+    def hosts(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    async def __aenter__(self) -> Proxy:
+        self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._server is not None
+        self._server.close()
+        self.unstall()
+        self.reset()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._server.wait_closed()
+
+    def stall(self) -> None:
+        self._flowing.clear()
+
+    def unstall(self) -> None:
+        self._flowing.set()
+
+    def reset(self) -> None:
+        """Abort every proxied connection with a TCP reset."""
+        for writer in list(self._writers):
+            sock = writer.get_extra_info("socket")
+            if sock is not None:
+                with contextlib.suppress(OSError):
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            writer.transport.abort()
+        self._writers.clear()
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.accepted += 1
+        try:
+            up_reader, up_writer = await asyncio.open_connection(*self.upstream)
+        except OSError:
+            writer.transport.abort()
+            return
+        self._writers.update((writer, up_writer))
+        pumps = [
+            asyncio.ensure_future(self._pump(reader, up_writer, writer)),
+            asyncio.ensure_future(self._pump(up_reader, writer, up_writer)),
+        ]
+        self._tasks.update(pumps)
+        for pump in pumps:
+            pump.add_done_callback(self._tasks.discard)
+
+    async def _pump(
+        self, source: asyncio.StreamReader, sink: asyncio.StreamWriter, other: asyncio.StreamWriter
+    ) -> None:
+        try:
+            while True:
+                data = await source.read(65536)
+                if not data:
+                    break
+                await self._flowing.wait()
+                if sink.transport.is_closing():
+                    break
+                sink.write(data)
+        except (OSError, ConnectionError):
+            pass
+        finally:
+            for w in (sink, other):
+                self._writers.discard(w)
+                w.transport.abort()
+
+
+def kazoo_client(hosts: str) -> KazooClient:
+    client = KazooClient(hosts=hosts, timeout=10)
+    client.start(timeout=20)
+    return client
+
+
+@pytest.fixture
+def kazoo(zk_server: ZooKeeperServer) -> Iterator[KazooClient]:
+    client = kazoo_client(zk_server.hosts)
+    try:
+        yield client
+    finally:
+        client.stop()
+        client.close()
+
+
+@pytest.fixture
+def base(kazoo: KazooClient) -> str:
+    path = f"/test-faults-{uuid.uuid4().hex[:8]}"
+    kazoo.create(path)
+    return path
+
+
+# ---------------------------------------------------------------- resets
+
+
+def test_reset_fails_in_flight_queues_new_and_resumes(
+    zk_server: ZooKeeperServer, base: str
+) -> None:
+    async def main() -> None:
+        async with Proxy("127.0.0.1", zk_server.port) as proxy:
+            conn = Connection(proxy.hosts, session_timeout=10.0)
+            states = States(conn)
+            await conn.start()
+            session = conn.session_id
+            try:
+                await conn.create(base + "/eph", ephemeral=True)
+                proxy.stall()
+                in_flight = conn.submit(_ops.Exists(base + "/eph"))
+                proxy.reset()
+                with pytest.raises(ConnectionLossError):
+                    await asyncio.wait_for(in_flight, WAIT)
+                suspended = await states.wait(SessionState.SUSPENDED)
+                queued = conn.submit(_ops.Exists(base + "/eph"))
+                assert not queued.done()
+                proxy.unstall()
+                await states.wait(SessionState.CONNECTED, after=suspended)
+                stat = await asyncio.wait_for(queued, WAIT)
+                assert stat is not None and stat.ephemeral_owner == session
+                assert conn.session_id == session
+                assert states.seen == [
+                    SessionState.CONNECTED,
+                    SessionState.SUSPENDED,
+                    SessionState.CONNECTED,
+                ]
+            finally:
+                await conn.close()
+
+    run(main())
+
+
+def test_watch_is_restored_and_fires_for_a_deletion_missed_while_away(
+    zk_server: ZooKeeperServer, kazoo: KazooClient, base: str
+) -> None:
+    """The lock waiter's case: its predecessor goes while the connection is down."""
+
+    async def main() -> None:
+        await asyncio.to_thread(kazoo.create, base + "/predecessor")
+        async with Proxy("127.0.0.1", zk_server.port) as proxy:
+            conn = Connection(proxy.hosts, session_timeout=10.0)
+            states = States(conn)
+            await conn.start()
+            try:
+                waiter = Watched()
+                assert await conn.submit(_ops.Exists(base + "/predecessor"), watcher=waiter)
+                proxy.stall()
+                proxy.reset()
+                suspended = await states.wait(SessionState.SUSPENDED)
+                await asyncio.to_thread(kazoo.delete, base + "/predecessor")
+                proxy.unstall()
+                await states.wait(SessionState.CONNECTED, after=suspended)
+                event = await waiter.next()
+                assert event == WatchEvent(
+                    EventType.DELETED, SessionState.CONNECTED, base + "/predecessor"
+                )
+            finally:
+                await conn.close()
+
+    run(main())
+
+
+def test_persistent_recursive_watch_survives_a_reconnect(
+    zk_server: ZooKeeperServer, kazoo: KazooClient, base: str
+) -> None:
+    async def main() -> None:
+        async with Proxy("127.0.0.1", zk_server.port) as proxy:
+            conn = Connection(proxy.hosts, session_timeout=10.0)
+            states = States(conn)
+            await conn.start()
+            try:
+                watched = Watched()
+                await conn.add_watch(base, watched)
+                proxy.reset()
+                suspended = await states.wait(SessionState.SUSPENDED)
+                await states.wait(SessionState.CONNECTED, after=suspended)
+                await asyncio.to_thread(kazoo.create, base + "/a/b", makepath=True)
+                seen = [await watched.next(), await watched.next()]
+                assert [(e.type, e.path) for e in seen] == [
+                    (EventType.CREATED, base + "/a"),
+                    (EventType.CREATED, base + "/a/b"),
+                ]
+            finally:
+                await conn.close()
+
+    run(main())
+
+
+def test_auth_is_sent_again_after_a_reconnect(zk_server: ZooKeeperServer, base: str) -> None:
+    async def main() -> None:
+        async with Proxy("127.0.0.1", zk_server.port) as proxy:
+            conn = Connection(proxy.hosts, auth=[("digest", b"alice:secret")])
+            states = States(conn)
+            stranger = Connection(zk_server.hosts)
+            await conn.start()
+            await stranger.start()
+            try:
+                acl = (digest_acl("alice", "secret"),)
+                await conn.create(base + "/secret", b"s", acl=acl)
+                with pytest.raises(NoAuthError):
+                    await stranger.get_data(base + "/secret")
+                await conn.add_auth("digest", b"bob:other")  # added later, also re-sent
+                await conn.create(base + "/bobs", acl=(digest_acl("bob", "other"),))
+                proxy.reset()
+                suspended = await states.wait(SessionState.SUSPENDED)
+                await states.wait(SessionState.CONNECTED, after=suspended)
+                assert (await conn.get_data(base + "/secret")).data == b"s"
+                assert (await conn.get_data(base + "/bobs")).data == b""
+            finally:
+                await conn.close()
+                await stranger.close()
+
+    run(main())
+
+
+# ---------------------------------------------------------------- stalls
+
+
+def test_stall_suspends_within_two_thirds_then_resumes(
+    zk_server: ZooKeeperServer, kazoo: KazooClient, base: str
+) -> None:
+    async def main() -> None:
+        async with Proxy("127.0.0.1", zk_server.port) as proxy:
+            conn = Connection(proxy.hosts, session_timeout=3.0)
+            states = States(conn)
+            await conn.start()
+            session = conn.session_id
+            try:
+                await conn.create(base + "/eph", ephemeral=True)
+                stalled_at = time.monotonic()
+                proxy.stall()
+                suspended = await states.wait(SessionState.SUSPENDED)
+                assert states.times[suspended] - stalled_at <= 2.0 + 0.25
+                proxy.unstall()
+                await states.wait(SessionState.CONNECTED, after=suspended)
+                assert conn.session_id == session
+                stat = await asyncio.to_thread(kazoo.exists, base + "/eph")
+                assert stat is not None and stat.ephemeralOwner == session
+            finally:
+                await conn.close()
+
+    run(main())
+
+
+def test_long_stall_is_lost_when_the_server_expires_the_session(
+    zk_server: ZooKeeperServer, kazoo: KazooClient, base: str
+) -> None:
+    async def main() -> None:
+        async with Proxy("127.0.0.1", zk_server.port) as proxy:
+            conn = Connection(proxy.hosts, session_timeout=2.0)
+            states = States(conn)
+            await conn.start()
+            old_session = conn.session_id
+            try:
+                await conn.create(base + "/eph", ephemeral=True)
+                waiter = Watched()
+                await conn.exists(base + "/eph", watcher=waiter)
+                proxy.stall()
+                lost = await states.wait(SessionState.LOST)
+                answered = conn.last_answered_sent
+                assert answered is not None
+                # never LOST before the server could have expired the session ...
+                assert states.times[lost] >= answered + conn.session_timeout
+                # ... and the server does expire it (kazoo sees the ephemeral go) soon after
+                await until(lambda: kazoo.exists(base + "/eph") is None, timeout=3.0)
+                assert waiter.events == [
+                    WatchEvent(EventType.NONE, SessionState.LOST, base + "/eph")
+                ]
+                assert states.seen[:3] == [
+                    SessionState.CONNECTED,
+                    SessionState.SUSPENDED,
+                    SessionState.LOST,
+                ]
+                queued = conn.submit(_ops.Exists("/"))
+                proxy.unstall()
+                await states.wait(SessionState.CONNECTED, after=lost)
+                assert conn.session_id not in (0, old_session)
+                assert await asyncio.wait_for(queued, WAIT) is not None  # on the new session
+            finally:
+                await conn.close()
+
+    run(main())
+
+
+# ---------------------------------------------------------------- pauses and crashes
+
+
+def test_client_paused_past_its_session_timeout(
+    zk_server: ZooKeeperServer, kazoo: KazooClient, base: str
+) -> None:
+    async def main() -> None:
+        conn = Connection(zk_server.hosts, session_timeout=1.0)
+        states = States(conn)
+        await conn.start()
+        old_session = conn.session_id
+        try:
+            await conn.create(base + "/eph", ephemeral=True)
+            waiter = Watched()
+            await conn.exists(base, watcher=waiter)  # a node the expiry does not touch
+            time.sleep(1.8)  # the fault: the whole process (its event loop) stops
+            lost = await states.wait(SessionState.LOST)
+            await states.wait(SessionState.CONNECTED, after=lost)
+            assert conn.session_id not in (0, old_session)
+            assert waiter.events == [WatchEvent(EventType.NONE, SessionState.LOST, base)]
+            await until(lambda: kazoo.exists(base + "/eph") is None, timeout=3.0)
+            assert await conn.exists("/") is not None
+        finally:
+            await conn.close()
+
+    run(main())
+
+
+def test_server_paused_past_the_session_timeout(fresh_zk_server: ZooKeeperServer) -> None:
+    async def main() -> None:
+        conn = Connection(fresh_zk_server.hosts, session_timeout=2.0)
+        states = States(conn)
+        await conn.start()
+        old_session = conn.session_id
+        try:
+            await asyncio.to_thread(fresh_zk_server.pause)
+            paused_at = time.monotonic()
+            suspended = await states.wait(SessionState.SUSPENDED)
+            assert states.times[suspended] - paused_at <= 2 * 2.0 / 3 + 0.25
+            lost = await states.wait(SessionState.LOST, after=suspended)
+            await asyncio.to_thread(fresh_zk_server.resume)
+            await states.wait(SessionState.CONNECTED, after=lost)
+            assert conn.session_id not in (0, old_session)
+            assert await conn.exists("/") is not None
+        finally:
+            if fresh_zk_server.paused:
+                fresh_zk_server.resume()
+            await conn.close()
+
+    run(main())
+
+
+def test_server_killed_and_restarted_sessions_resume(fresh_zk_server: ZooKeeperServer) -> None:
+    async def main() -> None:
+        # A long session: on a loaded machine the JVM may take many seconds to come back,
+        # and the client (rightly) declares LOST after a whole timeout without a server.
+        conn = Connection(fresh_zk_server.hosts, session_timeout=60.0)
+        states = States(conn)
+        await conn.start()
+        session = conn.session_id
+        try:
+            await conn.create("/eph", ephemeral=True)
+            await conn.create("/watched")
+            waiter = Watched()
+            await conn.exists("/watched", watcher=waiter)
+            await asyncio.to_thread(fresh_zk_server.kill)
+            suspended = await states.wait(SessionState.SUSPENDED)
+            await asyncio.to_thread(fresh_zk_server.start)
+            await states.wait(SessionState.CONNECTED, after=suspended, timeout=45.0)
+            assert conn.session_id == session
+            assert SessionState.LOST not in states.seen
+            stat = await conn.exists("/eph")
+            assert stat is not None and stat.ephemeral_owner == session
+            other = kazoo_client(fresh_zk_server.hosts)
+            try:
+                await asyncio.to_thread(other.delete, "/watched")
+            finally:
+                await asyncio.to_thread(other.stop)
+                other.close()
+            event = await waiter.next()
+            assert (event.type, event.path) == (EventType.DELETED, "/watched")
+        finally:
+            await conn.close()
+
+    run(main())
+
+
+def test_ensemble_member_lost_client_moves_with_session_and_watches(
+    zk_ensemble: ZooKeeperEnsemble,
+) -> None:
+    async def main() -> None:
+        conn = Connection(zk_ensemble.hosts, session_timeout=60.0)  # see the test above
+        states = States(conn)
+        await conn.start()
+        session = conn.session_id
+        try:
+            await conn.create("/eph", ephemeral=True)
+            await conn.create("/watched", b"1")
+            waiter = Watched()
+            await conn.get_data("/watched", watcher=waiter)
+            first = conn.last_host
+            (member,) = [m for m in zk_ensemble.members if m.hosts == first]
+            await asyncio.to_thread(member.kill)
+            suspended = await states.wait(SessionState.SUSPENDED)
+            await states.wait(SessionState.CONNECTED, after=suspended, timeout=45.0)
+            assert conn.session_id == session
+            assert conn.last_host != first
+            stat = await conn.exists("/eph")
+            assert stat is not None and stat.ephemeral_owner == session
+            survivors = ",".join(m.hosts for m in zk_ensemble.members if m is not member)
+            other = kazoo_client(survivors)
+            try:
+                await asyncio.to_thread(other.set, "/watched", b"2")
+            finally:
+                await asyncio.to_thread(other.stop)
+                other.close()
+            event = await waiter.next()
+            assert (event.type, event.path) == (EventType.CHANGED, "/watched")
+        finally:
+            await conn.close()
+
+    run(main(), timeout=110.0)
+
+
+# ---------------------------------------------------------------- expiry and size
+
+
+def test_session_expired_by_the_server_starts_a_new_session(
+    zk_server: ZooKeeperServer, kazoo: KazooClient, base: str
+) -> None:
+    async def main() -> None:
+        async with Proxy("127.0.0.1", zk_server.port) as proxy:
+            conn = Connection(proxy.hosts, session_timeout=10.0)
+            states = States(conn)
+            await conn.start()
+            old_session = conn.session_id
+            try:
+                await conn.create(base + "/eph", ephemeral=True)
+                await conn.create(base + "/kept")
+                waiters = [Watched(), Watched()]
+                await conn.get_data(base + "/kept", watcher=waiters[0])
+                await conn.exists(base + "/absent", watcher=waiters[1])
+
+                def expire() -> None:  # the classic trick: attach to the session, close it
+                    thief = KazooClient(
+                        hosts=zk_server.hosts, client_id=(old_session, conn.session_password)
+                    )
+                    thief.start(timeout=10)
+                    thief.stop()
+                    thief.close()
+
+                # Keep our client from winning the session back while the thief holds it.
+                proxy.stall()
+                await asyncio.to_thread(expire)
+                assert await asyncio.to_thread(kazoo.exists, base + "/eph") is None
+                proxy.unstall()
+                lost = await states.wait(SessionState.LOST)
+                await states.wait(SessionState.CONNECTED, after=lost)
+                assert conn.session_id not in (0, old_session)
+                assert [w.events for w in waiters] == [
+                    [WatchEvent(EventType.NONE, SessionState.LOST, base + "/kept")],
+                    [WatchEvent(EventType.NONE, SessionState.LOST, base + "/absent")],
+                ]
+                created = await conn.create(base + "/again", ephemeral=True)
+                assert created.stat.ephemeral_owner == conn.session_id
+            finally:
+                await conn.close()
+
+    run(main())
+
+
+def test_queued_requests_fail_when_the_session_is_lost(
+    zk_server: ZooKeeperServer, base: str
+) -> None:
+    async def main() -> None:
+        async with Proxy("127.0.0.1", zk_server.port) as proxy:
+            conn = Connection(proxy.hosts, session_timeout=1.0)
+            states = States(conn)
+            await conn.start()
+            try:
+                proxy.stall()
+                proxy.reset()
+                suspended = await states.wait(SessionState.SUSPENDED)
+                queued = conn.submit(_ops.Delete(base + "/whatever"))
+                await states.wait(SessionState.LOST, after=suspended)
+                with pytest.raises(SessionExpiredError):
+                    await asyncio.wait_for(queued, WAIT)
+            finally:
+                proxy.unstall()
+                await conn.close()
+
+    run(main())
+
+
+def test_request_over_jute_maxbuffer_is_refused_and_connection_survives(
+    zk_server: ZooKeeperServer, base: str
+) -> None:
+    async def main() -> None:
+        conn = Connection(zk_server.hosts)
+        states = States(conn)
+        await conn.start()
+        try:
+            with pytest.raises(RequestTooLargeError, match=r"jute\.maxbuffer"):
+                await conn.create(base + "/big", b"x" * (1024 * 1024))
+            fits = b"x" * (1024 * 1024 - 200)
+            assert (await conn.create(base + "/almost", fits)).stat.data_length == len(fits)
+            assert states.seen == [SessionState.CONNECTED]
+        finally:
+            await conn.close()
+
+    run(main())
+
+
+def test_what_the_server_does_with_an_oversized_request(
+    zk_server: ZooKeeperServer, base: str
+) -> None:
+    """Why the client checks: the server drops the whole connection on such a frame."""
+
+    async def main() -> None:
+        conn = Connection(zk_server.hosts, max_request_size=16 * 1024 * 1024)
+        states = States(conn)
+        await conn.start()
+        session = conn.session_id
+        try:
+            with pytest.raises(ConnectionLossError):
+                await conn.create(base + "/big", b"x" * (1024 * 1024))
+            suspended = await states.wait(SessionState.SUSPENDED)
+            await states.wait(SessionState.CONNECTED, after=suspended)
+            assert conn.session_id == session
+        finally:
+            await conn.close()
+
+    run(main())

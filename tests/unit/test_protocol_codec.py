@@ -1,0 +1,199 @@
+"""Codec details not covered by captured bytes: hosts, chroot, sizes, xids, bad input."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+from zklocks import _ops
+from zklocks._protocol import codec, jute
+from zklocks._protocol.constants import DEFAULT_MAX_BUFFER, CreateMode, OpCode
+from zklocks._protocol.errors import (
+    ApiError,
+    ClientClosedError,
+    ConnectionFailedError,
+    MarshallingError,
+    NoNodeError,
+    RequestTooLargeError,
+    RolledBackError,
+    SystemZooKeeperError,
+    ZooKeeperError,
+    error_for_code,
+    known_codes,
+)
+from zklocks._protocol.records import (
+    AddWatchRequest,
+    CheckRequest,
+    CreateRequest,
+    ExistsRequest,
+    MultiRequest,
+    SyncRequest,
+    digest_id,
+)
+from zklocks._protocol.session import Established, Session
+
+
+@pytest.mark.parametrize(
+    ("hosts", "expected", "chroot"),
+    [
+        ("127.0.0.1:2181", [("127.0.0.1", 2181)], ""),
+        ("a:1,b:2/app/locks", [("a", 1), ("b", 2)], "/app/locks"),
+        ("a:1, b/", [("a", 1), ("b", 2181)], ""),
+        ("[::1]:2182,[fe80::1]", [("::1", 2182), ("fe80::1", 2181)], ""),
+    ],
+)
+def test_parse_hosts(hosts: str, expected: list[tuple[str, int]], chroot: str) -> None:
+    assert codec.parse_hosts(hosts) == (expected, chroot)
+
+
+@pytest.mark.parametrize("hosts", ["", "/chroot", "a:1/bad//path"])
+def test_parse_hosts_rejects(hosts: str) -> None:
+    with pytest.raises(ValueError):
+        codec.parse_hosts(hosts)
+
+
+@pytest.mark.parametrize(
+    ("path", "chroot", "server"),
+    [("/", "", "/"), ("/a", "", "/a"), ("/", "/app", "/app"), ("/a/b", "/app", "/app/a/b")],
+)
+def test_chroot_round_trip(path: str, chroot: str, server: str) -> None:
+    assert codec.to_server(path, chroot) == server
+    assert codec.from_server(server, chroot) == path
+
+
+def test_from_server_leaves_paths_outside_the_chroot_alone() -> None:
+    assert codec.from_server("/application", "/app") == "/application"
+
+
+def established() -> Session:
+    session = Session(timeout_ms=10_000)
+    session.connect()
+    reply = struct.pack(">iiqi", 0, 10_000, 0x1234, 16) + b"p" * 16 + b"\x00"
+    (event,) = session.receive(struct.pack(">i", len(reply)) + reply)
+    assert isinstance(event, Established)
+    return session
+
+
+def test_request_larger_than_jute_maxbuffer_is_refused_without_using_an_xid() -> None:
+    session = established()
+    too_big = CreateRequest("/n", b"x" * DEFAULT_MAX_BUFFER)
+    with pytest.raises(RequestTooLargeError) as caught:
+        session.request(too_big, "t")
+    assert isinstance(caught.value, ValueError)
+    assert session.in_flight == 0
+    frame = session.request(SyncRequest("/"), "t")
+    assert struct.unpack_from(">i", frame, 4)[0] == 1
+
+
+def test_largest_accepted_request_is_exactly_the_limit() -> None:
+    session = established()
+    overhead = len(session.request(CreateRequest("/n", b""), "t")) - 4
+    fits = CreateRequest("/n", b"x" * (DEFAULT_MAX_BUFFER - overhead))
+    assert len(session.request(fits, "t")) - 4 == DEFAULT_MAX_BUFFER
+
+
+def test_xids_wrap_before_the_reserved_negative_range() -> None:
+    session = established()
+    session._xid = 2**31 - 2
+    first = session.request(SyncRequest("/"), "a")
+    second = session.request(SyncRequest("/"), "b")
+    assert struct.unpack_from(">i", first, 4)[0] == 2**31 - 1
+    assert struct.unpack_from(">i", second, 4)[0] == 1
+
+
+def test_requests_that_cannot_be_sent() -> None:
+    session = established()
+    with pytest.raises(TypeError):
+        session.request("not a request", "t")
+    with pytest.raises(ValueError):
+        session.request(_ops.Create("/n"), "t", watcher=print)  # creates set no watch
+    with pytest.raises(ValueError):
+        session.request(AddWatchRequest("/n"), "t")  # a persistent watch needs a caller
+    with pytest.raises(TypeError):
+        session.request(CheckRequest("/n", 1), "t")  # only inside a multi
+    with pytest.raises(ValueError):
+        codec.plan(_ops.Create("/n", ephemeral=True, container=True), "", False)
+    with pytest.raises(ValueError):
+        CreateRequest("/n", mode=CreateMode.PERSISTENT_WITH_TTL)  # no ttl
+    with pytest.raises(TypeError):
+        MultiRequest((ExistsRequest("/n"),))  # type: ignore[arg-type]
+    assert session.in_flight == 0
+
+
+def test_not_connected_session_refuses_to_build_requests() -> None:
+    session = Session(timeout_ms=1000)
+    with pytest.raises(RuntimeError):
+        session.request(SyncRequest("/"), "t")
+
+
+@pytest.mark.parametrize(
+    ("mode", "opcode", "ttl"),
+    [
+        (CreateMode.PERSISTENT, OpCode.CREATE2, 0),
+        (CreateMode.EPHEMERAL_SEQUENTIAL, OpCode.CREATE2, 0),
+        (CreateMode.CONTAINER, OpCode.CREATE_CONTAINER, 0),
+        (CreateMode.PERSISTENT_SEQUENTIAL_WITH_TTL, OpCode.CREATE_TTL, 5000),
+    ],
+)
+def test_create_modes_pick_their_op(mode: CreateMode, opcode: OpCode, ttl: int) -> None:
+    plan = codec.plan(CreateRequest("/n", b"d", mode=mode, ttl_ms=ttl), "", False)
+    assert plan.opcode == opcode
+    flags_at = len(plan.body) - (12 if ttl else 4)
+    assert struct.unpack_from(">i", plan.body, flags_at)[0] == mode
+    if ttl:
+        assert struct.unpack_from(">q", plan.body, len(plan.body) - 8)[0] == ttl
+
+
+@pytest.mark.parametrize(
+    "frame",
+    [
+        struct.pack(">i", -5),  # negative length
+        struct.pack(">iiqi", 12, 1, 0, 0),  # a reply shorter than its header
+        struct.pack(">iiqi", 16, 99, 0, 0),  # an answer to nothing we asked
+        struct.pack(">iiqi", 16, -2, 0, 0),  # a pong without a ping
+    ],
+)
+def test_malformed_input_is_a_protocol_error(frame: bytes) -> None:
+    session = established()
+    with pytest.raises(MarshallingError):
+        session.receive(frame)
+
+
+def test_truncated_body_is_a_protocol_error() -> None:
+    session = established()
+    session.request(SyncRequest("/"), "t")
+    body = struct.pack(">iqi", 1, 5, 0) + struct.pack(">i", 50) + b"/short"
+    with pytest.raises(MarshallingError):
+        session.receive(struct.pack(">i", len(body)) + body)
+
+
+def test_jute_null_values() -> None:
+    assert jute.write_string(None) == jute.NULL
+    assert jute.read_string(jute.NULL, 0) == (None, 4)
+    assert jute.read_buffer(jute.NULL, 0) == (b"", 4)
+    assert jute.read_string_vector(jute.NULL, 0) == ([], 4)
+    assert jute.write_string_vector(["a"]) == b"\x00\x00\x00\x01\x00\x00\x00\x01a"
+
+
+def test_every_code_maps_to_its_own_class() -> None:
+    codes = known_codes()
+    assert len(set(codes.values())) == len(codes)
+    for code, cls in codes.items():
+        error = error_for_code(code, path="/p")
+        assert type(error) is cls and error.code == code and error.path == "/p"
+        if code <= -100:
+            assert isinstance(error, ApiError)
+        elif code < 0:
+            assert isinstance(error, SystemZooKeeperError)
+    assert type(error_for_code(0)) is RolledBackError
+    assert type(error_for_code(-101)) is NoNodeError
+    unknown = error_for_code(-999)
+    assert isinstance(unknown, ApiError) and unknown.code == -999
+    for client_side in (ClientClosedError, ConnectionFailedError, RequestTooLargeError):
+        assert client_side.code > 0 and issubclass(client_side, ZooKeeperError)
+
+
+def test_digest_id_matches_zookeeper() -> None:
+    # DigestAuthenticationProvider.generateDigest("super:test") from ZooKeeper's docs
+    assert digest_id("super", "test").id == "super:D/InIHSb7yEEbrWz8b9l71RjZJU="
