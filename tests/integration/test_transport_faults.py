@@ -1,6 +1,6 @@
 """Faults on a real ZooKeeper: resets, stalls, pauses, crashes, member loss, oversized requests.
 
-A small asyncio TCP proxy (below) sits between the Connection and the server when a test
+A small asyncio TCP proxy (tests/proxy.py) sits between the Connection and the server when a test
 needs to reset or stall the wire. Every wait has a deadline; the only ``time.sleep`` is
 the fault of "the client process paused", which blocks the event loop on purpose.
 """
@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import socket
-import struct
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
@@ -19,6 +17,7 @@ from typing import Any, TypeVar
 import pytest
 from kazoo.client import KazooClient
 
+from proxy import Proxy
 from zklocks import _ops
 from zklocks._connection import Connection, EventType, SessionState, WatchEvent
 from zklocks._protocol.errors import (
@@ -87,94 +86,6 @@ async def until(predicate: Callable[[], Any], timeout: float = WAIT, step: float
         if time.monotonic() >= deadline:
             raise AssertionError(f"condition not met within {timeout} s")
         await asyncio.sleep(step)
-
-
-class Proxy:
-    """A TCP proxy on the test's loop: ``reset()`` sends RSTs, ``stall()`` holds all bytes.
-
-    While stalled, new connections are accepted but nothing is forwarded either way, so a
-    client's handshake hangs just like its requests: a network that silently eats traffic.
-    """
-
-    def __init__(self, host: str, port: int) -> None:
-        self.upstream = (host, port)
-        self.port = 0
-        self.accepted = 0
-        self._flowing = asyncio.Event()
-        self._flowing.set()
-        self._writers: set[asyncio.StreamWriter] = set()
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._server: asyncio.AbstractServer | None = None
-
-    @property
-    def hosts(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    async def __aenter__(self) -> Proxy:
-        self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
-        self.port = self._server.sockets[0].getsockname()[1]
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        assert self._server is not None
-        self._server.close()
-        self.unstall()
-        self.reset()
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        await self._server.wait_closed()
-
-    def stall(self) -> None:
-        self._flowing.clear()
-
-    def unstall(self) -> None:
-        self._flowing.set()
-
-    def reset(self) -> None:
-        """Abort every proxied connection with a TCP reset."""
-        for writer in list(self._writers):
-            sock = writer.get_extra_info("socket")
-            if sock is not None:
-                with contextlib.suppress(OSError):
-                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-            writer.transport.abort()
-        self._writers.clear()
-
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.accepted += 1
-        try:
-            up_reader, up_writer = await asyncio.open_connection(*self.upstream)
-        except OSError:
-            writer.transport.abort()
-            return
-        self._writers.update((writer, up_writer))
-        pumps = [
-            asyncio.ensure_future(self._pump(reader, up_writer, writer)),
-            asyncio.ensure_future(self._pump(up_reader, writer, up_writer)),
-        ]
-        self._tasks.update(pumps)
-        for pump in pumps:
-            pump.add_done_callback(self._tasks.discard)
-
-    async def _pump(
-        self, source: asyncio.StreamReader, sink: asyncio.StreamWriter, other: asyncio.StreamWriter
-    ) -> None:
-        try:
-            while True:
-                data = await source.read(65536)
-                if not data:
-                    break
-                await self._flowing.wait()
-                if sink.transport.is_closing():
-                    break
-                sink.write(data)
-        except (OSError, ConnectionError):
-            pass
-        finally:
-            for w in (sink, other):
-                self._writers.discard(w)
-                w.transport.abort()
 
 
 def kazoo_client(hosts: str) -> KazooClient:
