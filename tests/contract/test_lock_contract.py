@@ -440,3 +440,29 @@ def test_contenders_of_an_empty_or_missing_path(
     with lock:
         pass
     assert lock.contenders() == []  # the path exists, nobody in line
+
+
+@pytest.mark.parametrize("kind", ALL)
+def test_ctrl_c_while_waiting_deletes_our_node(
+    kind: str, client: zklocks.Client, make_client: Any, lock_path: str, probe: WakeProbe
+) -> None:
+    """A real SIGINT interrupts acquire() in the main thread; our node goes with it."""
+    import os
+    import signal
+
+    assert threading.current_thread() is threading.main_thread()
+    holder = KINDS[blocker_kind(kind)](make_client(), lock_path)
+    held = holder.acquire()
+    lock = KINDS[kind](client, lock_path)
+    me = threading.current_thread().name
+
+    def interrupt_once_waiting() -> None:
+        assert probe.waiting_event(me).wait(10)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    start_thread(interrupt_once_waiting, "interrupter")
+    with pytest.raises(KeyboardInterrupt):
+        lock.acquire(timeout=30)
+    assert [c.node for c in lock.contenders()] == [held.node]
+    assert not lock.held
+    holder.release()

@@ -1,0 +1,57 @@
+"""The public surface: ``__all__`` names exactly what users may import, and nothing is
+named that does not exist."""
+
+from __future__ import annotations
+
+import zklocks
+
+
+def test_all_lists_every_public_name() -> None:
+    public = {
+        name
+        for name in vars(zklocks)
+        if not name.startswith("_") and not isinstance(getattr(zklocks, name), type(zklocks))
+    }
+    assert set(zklocks.__all__) - {"__version__"} == public
+
+
+def test_all_names_exist() -> None:
+    for name in zklocks.__all__:
+        assert hasattr(zklocks, name), name
+
+
+def test_errors_are_the_builtins_users_expect() -> None:
+    assert issubclass(zklocks.LockTimeout, TimeoutError)
+    assert issubclass(zklocks.NotHeld, RuntimeError)
+    assert issubclass(zklocks.AlreadyHeld, RuntimeError)
+    assert issubclass(zklocks.InvalidPath, ValueError)
+    assert issubclass(zklocks.InvalidArgument, ValueError)
+    for name in (
+        "LockTimeout",
+        "LockLost",
+        "NotHeld",
+        "AlreadyHeld",
+        "InvalidArgument",
+        "InvalidPath",
+        "ClientClosed",
+        "ConnectionFailed",
+    ):
+        assert issubclass(getattr(zklocks, name), zklocks.LockError), name
+
+
+def test_sync_and_async_locks_share_method_names() -> None:
+    names = {
+        "acquire",
+        "try_acquire",
+        "release",
+        "held",
+        "lease",
+        "contenders",
+        "wait_for_change",
+        "path",
+        "kind",
+    }
+    for cls in (zklocks.Lock, zklocks.AsyncLock):
+        assert names <= set(dir(cls)), cls
+    for cls in (zklocks.Client, zklocks.AsyncClient):
+        assert {"lock", "read_write_lock", "semaphore", "start", "stop"} <= set(dir(cls))
