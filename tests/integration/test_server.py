@@ -57,7 +57,7 @@ def free_port() -> int:
 @contextmanager
 def kazoo(hosts: str, timeout: float = 10.0) -> Iterator[KazooClient]:
     # Retry quickly, so a restarted server or a new leader is found at once.
-    retry = {"max_tries": -1, "delay": 0.05, "max_delay": 0.5, "deadline": 20}
+    retry = {"max_tries": -1, "delay": 0.05, "max_delay": 0.5, "deadline": 60}
     client = KazooClient(hosts=hosts, timeout=timeout, connection_retry=retry, command_retry=retry)
     client.start(timeout=15)
     try:
@@ -138,7 +138,8 @@ def test_given_data_dir_is_kept_and_reused(tmp_path: Path) -> None:
 
 def test_restart_keeps_port_data_and_sessions(fresh_zk_server: ZooKeeperServer) -> None:
     port = fresh_zk_server.port
-    with kazoo(fresh_zk_server.hosts) as client:
+    # a session long enough to outlive a slow restart on a loaded machine
+    with kazoo(fresh_zk_server.hosts, timeout=60.0) as client:
         session = client.client_id
         client.create("/persistent", b"p")
         client.create("/ephemeral", ephemeral=True)
@@ -151,7 +152,7 @@ def test_restart_keeps_port_data_and_sessions(fresh_zk_server: ZooKeeperServer) 
 
 
 def test_kill_then_restart_resumes(fresh_zk_server: ZooKeeperServer) -> None:
-    with kazoo(fresh_zk_server.hosts) as client:
+    with kazoo(fresh_zk_server.hosts, timeout=60.0) as client:
         session = client.client_id
         client.create("/ephemeral", ephemeral=True)
         pid = fresh_zk_server.pid
