@@ -1,0 +1,68 @@
+"""Stopping a client leaves nothing behind: no thread, no task, no socket, no node."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import threading
+
+import zklocks
+from zklocks.server import ZooKeeperServer
+
+
+def open_sockets() -> int:
+    fds = os.listdir("/proc/self/fd")
+    count = 0
+    for fd in fds:
+        with contextlib.suppress(OSError):  # closed meanwhile
+            count += os.readlink(f"/proc/self/fd/{fd}").startswith("socket:")
+    return count
+
+
+def test_sync_client_stop_leaks_nothing(zk_server: ZooKeeperServer) -> None:
+    threads, sockets = set(threading.enumerate()), open_sockets()
+    for _ in range(3):
+        client = zklocks.Client(zk_server.hosts).start()
+        lock = client.lock("/leaks/sync")
+        lock.acquire()
+        waiter = client.lock("/leaks/sync")
+        errors: list[BaseException] = []
+
+        def wait(lock: zklocks.Lock = waiter, errors: list[BaseException] = errors) -> None:
+            try:
+                lock.acquire()
+            except zklocks.ClientClosed as exc:
+                errors.append(exc)
+
+        thread = threading.Thread(target=wait)
+        thread.start()
+        client.stop()  # with a holder and a waiter
+        thread.join(10)
+        assert len(errors) == 1
+    assert set(threading.enumerate()) == threads
+    assert open_sockets() == sockets
+    with zklocks.Client(zk_server.hosts) as observer:
+        assert observer.lock("/leaks/sync").contenders() == []
+
+
+def test_async_client_stop_leaks_nothing(zk_server: ZooKeeperServer) -> None:
+    async def scenario() -> None:
+        tasks, sockets = asyncio.all_tasks(), open_sockets()
+        client = await zklocks.AsyncClient(zk_server.hosts).start()
+        lock = client.lock("/leaks/async")
+        await lock.acquire()
+        waiter = asyncio.create_task(client.lock("/leaks/async").acquire())
+        await asyncio.sleep(0)
+        await client.stop()
+        try:
+            await waiter
+            raise AssertionError("the waiter should have been told the client stopped")
+        except zklocks.ClientClosed:
+            pass
+        assert asyncio.all_tasks() == tasks
+        assert open_sockets() == sockets
+
+    threads = set(threading.enumerate())
+    asyncio.run(scenario())
+    assert set(threading.enumerate()) == threads
