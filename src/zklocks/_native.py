@@ -63,9 +63,10 @@ class _Translated:
 def submit_all(
     connection: Connection, requests: Sequence[Request], watcher: Watcher | None
 ) -> list[asyncio.Future[Any]]:
-    """Submit back to back (pipelined); call on the loop thread."""
-    wrapped = wrap_watcher(watcher)
-    return [connection.submit(request, watcher=wrapped) for request in requests]
+    """Submit back to back (pipelined, one write); call on the loop thread."""
+    if len(requests) == 1:
+        return [connection.submit(requests[0], watcher=wrap_watcher(watcher))]
+    return connection.submit_many(requests, watcher=wrap_watcher(watcher))
 
 
 def reply_of(future: asyncio.Future[Any]) -> Reply:
