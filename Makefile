@@ -19,7 +19,7 @@ demo: setup
 	$(BIN)/zklocks demo
 
 lint: setup
-	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff check .
 	$(BIN)/mypy --strict src
 
 test: lint

@@ -63,6 +63,5 @@ def close_session(hosts: str, session_id: int, password: bytes) -> None:
             if not chunk:
                 break
             received += chunk
-    (length,) = struct.unpack(">i", received[:4])
     _proto, timeout, granted_id = struct.unpack(">iiq", received[4:20])
     assert granted_id == session_id and timeout > 0, "the server did not re-attach the session"
