@@ -42,7 +42,7 @@ from __future__ import annotations
 
 from collections.abc import Generator
 from dataclasses import dataclass, field
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, TypeVar
 
 from zklocks import _nodes
 from zklocks._errors import ClientClosed, InvalidArgument, LockError, LockTimeout
@@ -74,6 +74,7 @@ from zklocks._protocol.errors import (
 from zklocks._strategies import Granted, Refused, WaitFor, decide
 
 Flow: TypeAlias = Generator[Op, Any, Any]
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,9 +115,18 @@ def acquire(spec: AcquireSpec) -> Generator[Op, Any, Acquired | None]:
     return (yield from _acquire_single_node(spec))
 
 
-def release(node: str) -> Generator[Op, Any, bool]:
-    """Delete our node; ``True`` if it was still there (the lease was not lost to deletion)."""
-    return (yield from _delete(node))
+def release(node: str, token: int) -> Generator[Op, Any, bool]:
+    """Delete our node; ``True`` if it was still there (the lease was not lost to deletion).
+
+    A queued contender's node name is unique to its attempt, so deleting by name is safe.
+    The one-node lock's name is shared by every holder in turn: after our session
+    expired, or after a delete whose reply was lost, the node at that path may be the
+    *next* holder's. So it is deleted only while its creation zxid is our token and its
+    owner our session, checked again before every attempt.
+    """
+    if node.rsplit("/", 1)[1] == _nodes.SINGLE_NODE:
+        return (yield from _shielded(_delete_single_node(node, token=token)))
+    return (yield from _shielded(_delete(node)))
 
 
 # -- queued kinds ---------------------------------------------------------------------
@@ -132,7 +142,7 @@ def _acquire_queued(spec: AcquireSpec) -> Generator[Op, Any, Acquired | None]:
                 return outcome  # type: ignore[return-value]
             attempt.node = None
     except BaseException:
-        yield from _cleanup(spec, attempt)
+        yield from _shielded(_cleanup(spec, attempt))
         raise
 
 
@@ -210,7 +220,7 @@ def _wait_in_line(
         if isinstance(decision, Refused):
             raise InvalidArgument(f"{spec.path}: {decision.reason}")
         if not spec.blocking:
-            yield from _cleanup(spec, attempt)
+            yield from _shielded(_cleanup(spec, attempt))
             return None
         gone = yield from _await_deletion(spec, decision)
         if gone is None:
@@ -273,7 +283,7 @@ def _acquire_single_node(spec: AcquireSpec) -> Generator[Op, Any, Acquired | Non
                 continue
             if isinstance(created, ConnectionLossError):
                 attempt.create_in_flight = True
-                owned = yield from _single_node_is_ours(node, spec.attempt)
+                owned = yield from _single_node_stat(node, attempt=spec.attempt)
                 attempt.create_in_flight = False
                 if owned is not None:
                     return Acquired(node, owned.czxid)
@@ -286,13 +296,16 @@ def _acquire_single_node(spec: AcquireSpec) -> Generator[Op, Any, Acquired | Non
                 return None
             yield from _await_deletion(spec, WaitFor((_nodes.SINGLE_NODE,)))
     except BaseException:
-        if attempt.create_in_flight and (yield from _single_node_is_ours(node, spec.attempt)):
-            yield from _delete(node)
+        if attempt.create_in_flight:
+            yield from _shielded(_delete_single_node(node, attempt=spec.attempt))
         raise
 
 
-def _single_node_is_ours(node: str, attempt: str) -> Generator[Op, Any, Stat | None]:
-    """The node's stat if it exists in our current session and names our attempt."""
+def _single_node_stat(
+    node: str, *, attempt: str = "", token: int = 0
+) -> Generator[Op, Any, Stat | None]:
+    """The one-node lock's stat if it is ours: our current session's, and our attempt's
+    (by the attempt token in its data) or our grant's (by its creation zxid)."""
     while True:
         reply = yield GetData(node)
         if isinstance(reply, ConnectionLossError):
@@ -300,19 +313,75 @@ def _single_node_is_ours(node: str, attempt: str) -> Generator[Op, Any, Stat | N
         if not isinstance(reply, NodeData):
             return None
         session = yield SessionId()
+        if reply.stat.ephemeral_owner != session:
+            return None
+        if token:
+            return reply.stat if reply.stat.czxid == token else None
         ours = _nodes.decode_payload(reply.data).attempt == attempt
-        return reply.stat if ours and reply.stat.ephemeral_owner == session else None
+        return reply.stat if ours else None
+
+
+def _delete_single_node(
+    node: str, *, attempt: str = "", token: int = 0
+) -> Generator[Op, Any, bool]:
+    """Delete the one-node lock only while it is ours; re-check before every attempt."""
+    while True:
+        if (yield from _single_node_stat(node, attempt=attempt, token=token)) is None:
+            return False
+        reply = yield Delete(node)
+        if reply is None:
+            return True
+        if isinstance(reply, NoNodeError | SessionExpiredError | ClientClosedError):
+            return False
+        if not isinstance(reply, ConnectionLossError):
+            raise _unexpected(reply, node)
+        # the delete may have been applied before the connection dropped: check again
 
 
 # -- shared steps -----------------------------------------------------------------------
 
 
 def _create_parents(spec: AcquireSpec) -> Generator[Op, Any, None]:
+    """Make the lock path; the caller then creates again, whatever happened here.
+
+    A lost connection, an expired session (the next create uses the new one) or an
+    ancestor container reaped meanwhile all mean: try the create again.
+    """
     reply = yield CreateParents(spec.path, deadline=spec.deadline)
     if reply is TIMED_OUT:
         raise LockTimeout(f"timed out waiting for a connection to lock {spec.path}")
-    if isinstance(reply, ZooKeeperError) and not isinstance(reply, ConnectionLossError):
+    retry = ConnectionLossError | SessionExpiredError | NoNodeError
+    if isinstance(reply, ZooKeeperError) and not isinstance(reply, retry):
         raise _unexpected(reply, spec.path)
+
+
+def _shielded(steps: Generator[Op, Any, T]) -> Generator[Op, Any, T]:
+    """Run cleanup ``steps`` to their end even if interrupted again, then re-raise.
+
+    A second Ctrl-C or cancel while our node is being deleted must not leave the node
+    behind: it would block everyone queued after it for as long as our session lives.
+    Cleanup steps are idempotent reads and deletes, so an operation the interruption
+    may have cut short is simply sent again. The (first) interruption is raised after.
+    """
+    interruption: BaseException | None = None
+    reply: Any = None
+    op: Op | None = None
+    while True:
+        try:
+            op = next(steps) if op is None else steps.send(reply)
+        except StopIteration as stop:
+            if interruption is not None:
+                raise interruption from None
+            result: T = stop.value
+            return result
+        while True:
+            try:
+                reply = yield op
+                break
+            except GeneratorExit:
+                raise
+            except BaseException as exc:
+                interruption = interruption or exc  # send the same operation again
 
 
 def _cleanup(spec: AcquireSpec, attempt: _Attempt) -> Generator[Op, Any, None]:

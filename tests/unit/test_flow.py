@@ -261,10 +261,52 @@ def test_single_node_lock_adopts_after_connection_loss_only_if_ours() -> None:
 
 
 def test_release_reports_whether_the_node_was_there() -> None:
-    s = Stepper(release(f"{PATH}/{mine(1)}"))
+    s = Stepper(release(f"{PATH}/{mine(1)}", 5))
     s.expect(Delete, ConnectionLossError())
     s.expect(Delete, None)
     assert s.done and s.result is True
-    s = Stepper(release(f"{PATH}/{mine(1)}"))
+    s = Stepper(release(f"{PATH}/{mine(1)}", 5))
     s.expect(Delete, NoNodeError())
     assert s.done and s.result is False
+
+
+def test_single_node_release_never_deletes_the_next_holders_node() -> None:
+    """Found by the simulator (seeds 280 and 684): the path is shared by every holder."""
+    node = f"{PATH}/lock"
+    ours = NodeData(b"", Stat(czxid=50, ephemeral_owner=SESSION))
+    theirs_now = NodeData(b"", Stat(czxid=90, ephemeral_owner=SESSION + 1))
+    s = Stepper(release(node, 50))
+    s.expect(GetData, ours)
+    s.expect(SessionId, SESSION)
+    s.expect(Delete, ConnectionLossError())  # applied or not? check again
+    s.expect(GetData, theirs_now)  # it was applied, and someone else holds now
+    s.expect(SessionId, SESSION)
+    assert s.done and s.result is False  # no second Delete
+    s = Stepper(release(node, 50))
+    s.expect(GetData, NodeData(b"", Stat(czxid=50, ephemeral_owner=SESSION)))
+    s.expect(SessionId, SESSION + 7)  # our session expired: the node is not ours now
+    assert s.done and s.result is False
+
+
+def test_a_second_interrupt_during_cleanup_does_not_leave_the_node() -> None:
+    """Found by the simulator (seed 213): cleanup finishes, then the interrupt is raised."""
+    flow = acquire(spec(deadline=5.0))
+    next(flow)
+    flow.send((created(mine(2)), [theirs(1), mine(2)]))
+    first = flow.send(TIMED_OUT)
+    assert isinstance(first, Delete)
+    again = flow.throw(KeyboardInterrupt())  # Ctrl-C while the delete waits
+    assert again == first  # the delete is sent again, not abandoned
+    with pytest.raises(KeyboardInterrupt):
+        flow.send(None)  # deleted: now the interruption goes on up
+
+
+def test_create_parents_retries_after_session_expiry() -> None:
+    """Found by the simulator (seed 419): expiry here is not an error, just try again."""
+    s = Stepper(acquire(spec()))
+    s.expect(Pipeline, (NoNodeError(), NoNodeError()))
+    s.expect(CreateParents, SessionExpiredError())
+    s.expect(Pipeline, (NoNodeError(), NoNodeError()))
+    s.expect(CreateParents, NoNodeError())  # an ancestor container reaped meanwhile
+    s.expect(Pipeline, (created(mine(0)), [mine(0)]))
+    assert s.done

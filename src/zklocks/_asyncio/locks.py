@@ -101,7 +101,7 @@ class AsyncLock:
         lease.end()
         session = self._client._session_or_none()
         if session is not None:
-            await driver.run(_flow.release(lease.node), session)
+            await driver.run(_flow.release(lease.node, lease.token), session)
 
     @property
     def held(self) -> bool:

@@ -105,7 +105,7 @@ class Lock:
         lease.end()
         session = self._client._session_or_none()
         if session is not None:
-            driver.run(_flow.release(lease.node), session)
+            driver.run(_flow.release(lease.node, lease.token), session)
 
     @property
     def held(self) -> bool:

@@ -1,0 +1,246 @@
+"""What must hold after every step of a simulated schedule, and at its end.
+
+Judged against the *true* rules (``zklocks._strategies.decide`` imported here, so a
+strategy planted into the flows cannot vouch for itself) and the model's ground truth.
+
+After every step
+  * **Holders**: among holders whose lease is not lost, never two exclusive holders
+    (fair or one-node lock), no reader beside a writer, at most N semaphore holders.
+    A lease is lost by the clock rule (``Lease.check``: last answered request *sent* +
+    session timeout), by a loss notice (our node deleted, session expired), or — the one
+    exemption — its session was expired by the plan's ``ExpireSession`` fault, which no
+    client can foresee (the client is told as soon as it reconnects; checked at the end).
+  * **No missed wake-up**: a waiter blocked on ``AwaitDeletion(nodes)`` while all of
+    ``nodes`` still exist must not be eligible by the true rule on the server's queue.
+    That is the strategies' contract ("may not hold while all of nodes exist"), and a
+    waiter that breaks it sleeps while it could hold (Curator's old semaphore bug).
+
+When an acquire ends
+  * **Granted**: the node is ours, in our session, the true rule grants it on the
+    server's queue now (grants are real and FIFO), and the fencing token is its creation
+    zxid, larger than every earlier exclusive holder's (and for a writer, every earlier
+    holder's) — unless the lease is already lost.
+  * **Any other way out** (timeout, non-blocking miss, interrupt) leaves no node of that
+    attempt behind; a timeout only after its deadline; a miss only when non-blocking; any
+    other exception is a violation.
+
+  * **Loss is told**: a holder whose node is gone (session expired, or deleted by
+    someone) and who is connected, running, with no notification still on its way, must
+    already see its lease lost: a notice cannot be missed.
+
+When a holder releases
+  * if its session expired of silence (the server heard nothing for a session timeout),
+    its lease already says lost: the clock rule (``LeaseKeeper`` timer, ``Lease.check``)
+    must not lag the server.
+
+At quiescence (nothing can ever happen again)
+  * every client finished its script: none waits for ever (missed wake-up, deadlock);
+  * no contender node is left under the lock path (no orphan).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from zklocks import _nodes
+from zklocks._strategies import Granted, decide
+
+if TYPE_CHECKING:
+    from zklocks._flow import AcquireSpec
+    from zklocks.sim.scheduler import Holding, SimClient, Simulation
+
+
+class Violation(AssertionError):
+    """An invariant does not hold; the message says which and where."""
+
+
+class Checker:
+    """The invariants of one ``Simulation``."""
+
+    def __init__(self, sim: Simulation) -> None:
+        self.sim = sim
+        self.scenario = sim.scenario
+        self.permits = sim.scenario.permits or 1
+        self.top_exclusive_token = 0
+        self.top_token = 0
+        self._queue_key = -1
+        self._queue: list[_nodes.NodeName] = []
+
+    def queue(self) -> list[_nodes.NodeName]:
+        """The server's line under the lock path now (cached per tree change)."""
+        model = self.sim.model
+        if self._queue_key != model.writes:
+            self._queue = _nodes.queue(model.children_of(self.scenario.path))
+            self._queue_key = model.writes
+        return self._queue
+
+    # -- after every step -------------------------------------------------------------
+
+    def after_step(self) -> None:
+        sim = self.sim
+        live = []
+        for client in sim.clients:
+            holding = client.holding
+            if holding is None:
+                continue
+            if not holding.lease.lost and holding.session_id not in sim.force_expired:
+                live.append(holding)
+        if len(live) > 1:
+            self._check_holders(live)
+        for holding in live:
+            self._check_notice(sim.clients[holding.client], holding)
+        if self.scenario.fair:
+            for client in sim.clients:
+                if client.awaiting is not None and client.attempt is not None:
+                    self._check_waiter(client)
+
+    def _check_holders(self, live: list[Holding]) -> None:
+        family = self.scenario.family
+        if family in ("mutex", "single"):
+            trouble = "two non-lost exclusive holders"
+        elif family == "rw":
+            if not any(h.kind == "write" for h in live):
+                return
+            trouble = "a reader beside a non-lost writer"
+        else:
+            if len(live) <= self.permits:
+                return
+            trouble = f"{len(live)} non-lost holders of a {self.permits}-permit semaphore"
+        raise Violation(f"{trouble}: {'; '.join(self._describe(h) for h in live)}")
+
+    def _describe(self, holding: Holding) -> str:
+        facts = holding.lease._session
+        sent = facts.last_answered_sent()
+        return (
+            f"c{holding.client} holds {holding.kind} {holding.node} (token {holding.token}, "
+            f"session {holding.session_id:#x}, granted at {holding.granted_at:.4f}, last "
+            f"answered request sent at {sent})"
+        )
+
+    def _check_notice(self, client: SimClient, holding: Holding) -> None:
+        """A holder whose node vanished is told as soon as nothing more is on its way."""
+        if not self.vanished(holding) or client.inbox or client.pending_watches:
+            return
+        if client.connected and client.paused_until <= self.sim.now:
+            raise Violation(
+                f"{client}'s node {holding.node} is gone, nothing is on its way to it, and "
+                "its lease still does not say lost (a missed loss notice)"
+            )
+
+    def _check_waiter(self, client: SimClient) -> None:
+        assert client.awaiting is not None
+        nodes = self.sim.model.nodes
+        for path in client.awaiting:
+            if path not in nodes:
+                return  # a deletion is on its way to the waiter
+        line = self.queue()
+        me = next((node for node in line if node.attempt == client.attempt), None)
+        if me is None:
+            return  # our node is gone: the waiter will start over
+        if isinstance(decide(me, line), Granted):
+            raise Violation(
+                f"missed wake-up: {client} may hold {me.name} but sleeps on "
+                f"{[p.rsplit('/', 1)[1] for p in client.awaiting]}, which all still exist; "
+                f"the line is {[n.name for n in line]}"
+            )
+
+    # -- when an acquire ends -------------------------------------------------------------
+
+    def on_grant(self, client: SimClient, holding: Holding, spec: AcquireSpec) -> None:
+        sim = self.sim
+        node = sim.model.nodes.get(holding.node)
+        lost = holding.lease.lost or holding.session_id in sim.force_expired
+        if node is None or node.ephemeral_owner != holding.session_id:
+            if not lost:
+                raise Violation(
+                    f"{client} was granted {holding.node}, which is not its node in session "
+                    f"{holding.session_id:#x}, and its lease is not lost"
+                )
+            return
+        if holding.token != node.czxid:
+            raise Violation(f"{client}: token {holding.token} is not czxid {node.czxid}")
+        if self.scenario.fair:
+            line = self.queue()
+            name = holding.node.rsplit("/", 1)[1]
+            me = next(n for n in line if n.name == name)
+            if not isinstance(decide(me, line), Granted):
+                raise Violation(
+                    f"{client} was granted {name} out of turn; the line is {[n.name for n in line]}"
+                )
+        if lost:
+            return
+        exclusive = spec.kind in _nodes.EXCLUSIVE_KINDS or (
+            spec.kind == "lease" and self.permits == 1
+        )
+        if exclusive and holding.token <= self.top_token:
+            raise Violation(
+                f"fencing token went backwards: {client} got {holding.token} after {self.top_token}"
+            )
+        if spec.kind == "read" and holding.token <= self.top_exclusive_token:
+            raise Violation(
+                f"fencing token went backwards: reader {client} got {holding.token} after "
+                f"writer token {self.top_exclusive_token}"
+            )
+        if exclusive:
+            self.top_exclusive_token = max(self.top_exclusive_token, holding.token)
+        self.top_token = max(self.top_token, holding.token)
+
+    def after_exit(self, client: SimClient, spec: AcquireSpec, result: str) -> None:
+        sim = self.sim
+        if result == "timed out" and (spec.deadline is None or sim.now < spec.deadline):
+            raise Violation(f"{client}: timed out before its deadline {spec.deadline}")
+        if result == "missed" and spec.blocking:
+            raise Violation(f"{client}: a blocking acquire returned without the lock")
+        left = self._nodes_of_attempt(spec)
+        if left:
+            how = f"interrupted at {client.interrupted_at}" if client.interrupted else result
+            raise Violation(f"{client}: acquire ended ({how}) but left {left} behind")
+
+    def _nodes_of_attempt(self, spec: AcquireSpec) -> list[str]:
+        if self.scenario.fair:
+            return [n.name for n in self.queue() if n.attempt == spec.attempt]
+        node = self.sim.model.nodes.get(f"{spec.path}/{_nodes.SINGLE_NODE}")
+        if node is not None and _nodes.decode_payload(node.data).attempt == spec.attempt:
+            return [_nodes.SINGLE_NODE]
+        return []
+
+    def vanished(self, holding: Holding) -> bool:
+        """Is the holder's node gone (or no longer its own)?"""
+        node = self.sim.model.nodes.get(holding.node)
+        return node is None or node.ephemeral_owner != holding.session_id
+
+    def before_release(self, client: SimClient, holding: Holding) -> None:
+        """A holder whose session expired of silence must see its lease lost by now."""
+        if holding.session_id in self.sim.silently_expired and not holding.lease.lost:
+            raise Violation(
+                f"{client}'s session {holding.session_id:#x} expired after a session timeout "
+                f"of silence, yet its lease of {holding.node} does not say lost as it releases "
+                "(the clock rule failed)"
+            )
+
+    # -- at quiescence ----------------------------------------------------------------------
+
+    def at_quiescence(self) -> None:
+        sim = self.sim
+        stuck = [client for client in sim.clients if not client.done]
+        if stuck:
+            raise Violation(
+                "missed wake-up or deadlock: nothing can happen any more, yet "
+                + "; ".join(self._stuck(client) for client in stuck)
+                + f"; the line is {[n.name for n in self.queue()]}"
+            )
+        left = sim.model.children_of(self.scenario.path)
+        if left:
+            owners = {
+                name: hex(sim.model.nodes[f"{self.scenario.path}/{name}"].ephemeral_owner)
+                for name in left
+            }
+            raise Violation(f"orphan nodes after quiescence: {owners}")
+
+    def _stuck(self, client: SimClient) -> str:
+        action = client.action
+        if client.awaiting is not None:
+            nodes = self.sim.model.nodes
+            state = {p.rsplit("/", 1)[1]: p in nodes for p in client.awaiting}
+            return f"{client} waits for ever on {state} (name: exists?)"
+        return f"{client} is stuck at {action!r}"

@@ -1,0 +1,95 @@
+"""What one seed asks of the simulator: which lock, how many clients, what each one does.
+
+A scenario is drawn from the seed alone, so ``replay(seed, plan)`` rebuilds it exactly;
+the fault plan is drawn from the seed too unless one is given.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+FAMILIES = ("mutex", "single", "rw", "semaphore")
+"""mutex: fair lock; single: the one-node lock (``fair=False``); rw: readers and
+writers on one path; semaphore: leases of N permits."""
+
+LOCK_PATH = "/locks/x"
+
+
+@dataclass(frozen=True, slots=True)
+class Cycle:
+    """One acquire-hold-release round of a client."""
+
+    kind: str  # lock | read | write | lease
+    blocking: bool
+    timeout: float | None  # seconds, or None: wait for ever
+    hold: float  # seconds held before release
+    think: float  # seconds before the acquire call
+
+
+@dataclass(frozen=True, slots=True)
+class ClientScript:
+    session_timeout: float
+    cycles: tuple[Cycle, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    family: str
+    path: str
+    permits: int | None
+    clients: tuple[ClientScript, ...]
+    start_cversion: int | None  # lock path pre-made (persistent) with this child counter
+    shuffle_children: bool  # getChildren answers in a shuffled order, as a HashSet would
+
+    @property
+    def fair(self) -> bool:
+        return self.family != "single"
+
+    @property
+    def horizon(self) -> float:
+        """Roughly how long the busy part of a schedule lasts (for fault times)."""
+        busiest = max(sum(c.hold + c.think for c in s.cycles) for s in self.clients)
+        return 0.2 + busiest * len(self.clients) / 2
+
+
+def scenario_for(seed: int, *, families: tuple[str, ...] = FAMILIES) -> Scenario:
+    """The scenario of a seed (``families`` narrows the lock kinds drawn)."""
+    rng = random.Random(seed * 4)
+    family = families[rng.randrange(len(families))]
+    permits = rng.choice((1, 2, 2, 3)) if family == "semaphore" else None
+    count = rng.choice((2, 3, 3, 4, 4, 5))
+    start_cversion = None
+    if rng.random() < 0.2:
+        start_cversion = (1 << 31) - rng.randint(1, 6)  # sequence numbers wrap negative
+    clients = []
+    for _ in range(count):
+        timeout = rng.choice((0.5, 1.0, 2.0))
+        cycles = tuple(_cycle(rng, family) for _ in range(rng.choice((1, 2, 2, 3))))
+        clients.append(ClientScript(timeout, cycles))
+    return Scenario(
+        family=family,
+        path=LOCK_PATH,
+        permits=permits,
+        clients=tuple(clients),
+        start_cversion=start_cversion,
+        shuffle_children=rng.random() < 0.5,
+    )
+
+
+def _cycle(rng: random.Random, family: str) -> Cycle:
+    if family == "rw":
+        kind = "write" if rng.random() < 0.5 else "read"
+    elif family == "semaphore":
+        kind = "lease"
+    else:
+        kind = "lock"
+    blocking = rng.random() < 0.85
+    timeout = None if not blocking or rng.random() < 0.5 else round(rng.uniform(0.0, 0.8), 3)
+    return Cycle(
+        kind=kind,
+        blocking=blocking,
+        timeout=timeout,
+        hold=round(rng.uniform(0.0, 0.3), 3),
+        think=round(rng.uniform(0.0, 0.15), 3),
+    )

@@ -1,0 +1,211 @@
+"""The in-memory ZooKeeper model: nodes, stats, sequence numbers, sessions, watches, errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from zklocks._ops import Create, Created, Delete, Exists, GetChildren, GetData, NodeData, Stat
+from zklocks._protocol.errors import (
+    BadArgumentsError,
+    NoChildrenForEphemeralsError,
+    NodeExistsError,
+    NoNodeError,
+    NotEmptyError,
+    SessionExpiredError,
+)
+from zklocks._session import WatchEvent, WatchKind
+from zklocks.sim.model import (
+    ClientWatches,
+    Model,
+    Notification,
+    int32,
+    sequence_suffix,
+)
+
+
+@pytest.fixture
+def model() -> Model:
+    return Model()
+
+
+def created(reply: object) -> Created:
+    assert isinstance(reply, Created), reply
+    return reply
+
+
+def test_sequence_suffix_is_signed_32_bit_percent_010d() -> None:
+    assert sequence_suffix(0) == "0000000000"
+    assert sequence_suffix(42) == "0000000042"
+    assert sequence_suffix(2**31 - 1) == "2147483647"
+    assert sequence_suffix(2**31) == "-2147483648"
+    assert sequence_suffix(-5) == "-000000005"
+    assert int32(2**31 - 1 + 1) == -(2**31)
+
+
+def test_sequential_names_count_every_child_created(model: Model) -> None:
+    s = model.open_session(10).id
+    model.create(s, "/p")
+    assert created(model.create(s, "/p/n-", sequential=True)).path == "/p/n-0000000000"
+    model.create(s, "/p/plain")
+    model.delete(s, "/p/plain")  # a delete does not move the sequence counter
+    assert created(model.create(s, "/p/n-", sequential=True)).path == "/p/n-0000000002"
+    assert model.nodes["/p"].cversion == 3  # creates
+    assert model.nodes["/p"].pzxid == model.zxid
+    model.delete(s, "/p/n-0000000000")
+    stat = model.exists(s, "/p")
+    assert isinstance(stat, Stat) and stat.num_children == 1
+    assert model.nodes["/p"].full_stat().cversion == 5  # what clients read: 2*3 - 1
+
+
+def test_sequence_numbers_wrap_negative_after_2_to_the_31(model: Model) -> None:
+    s = model.open_session(10).id
+    model.create(s, "/p")
+    model.set_cversion("/p", 2**31 - 2)
+    names = [created(model.create(s, "/p/n-", sequential=True)).path for _ in range(3)]
+    assert names == ["/p/n-2147483646", "/p/n-2147483647", "/p/n--2147483648"]
+    assert model.nodes["/p"].cversion == -(2**31) + 1
+    model.delete(s, "/p/n--2147483648")
+    assert created(model.create(s, "/p/n-", sequential=True)).path == "/p/n--2147483647"
+
+
+def test_errors_as_the_server_returns_them(model: Model) -> None:
+    s = model.open_session(10).id
+    assert isinstance(model.create(s, "/a/b"), NoNodeError)
+    model.create(s, "/a")
+    assert isinstance(model.create(s, "/a"), NodeExistsError)
+    model.create(s, "/a/b")
+    assert isinstance(model.delete(s, "/a"), NotEmptyError)
+    assert isinstance(model.delete(s, "/nope"), NoNodeError)
+    model.create(s, "/e", ephemeral=True)
+    assert isinstance(model.create(s, "/e/child"), NoChildrenForEphemeralsError)
+    assert isinstance(model.create(s, "relative"), BadArgumentsError)
+    assert isinstance(model.get_data(s, "/nope"), NoNodeError)
+    assert isinstance(model.get_children(s, "/nope"), NoNodeError)
+    assert model.exists(s, "/nope") is None
+
+
+def test_node_exists_is_checked_before_ephemeral_parent(model: Model) -> None:
+    s = model.open_session(10).id
+    model.create(s, "/e", ephemeral=True)
+    assert isinstance(model.create(s, "/e"), NodeExistsError)
+
+
+def test_stat_fields(model: Model) -> None:
+    s = model.open_session(10).id
+    model.now = 1.5
+    a = created(model.create(s, "/a", b"x"))
+    b = created(model.create(s, "/a/b", ephemeral=True))
+    assert a.stat.czxid < b.stat.czxid == model.zxid
+    assert b.stat.ephemeral_owner == s and a.stat.ephemeral_owner == 0
+    assert a.stat.ctime_ms == model.epoch_ms + 1500
+    full = model.nodes["/a"].full_stat()
+    assert (full.num_children, full.cversion, full.pzxid) == (1, 1, b.stat.czxid)
+    model.delete(s, "/a/b")
+    assert model.nodes["/a"].full_stat().cversion == 2
+    stat = model.set_data(s, "/a", b"yz")
+    assert isinstance(stat, Stat) and stat.version == 1 and stat.mzxid == model.zxid
+    assert model.nodes["/a"].full_stat().data_length == 2
+
+
+def test_container_nodes_and_the_sweep(model: Model) -> None:
+    s = model.open_session(10).id
+    c = created(model.create(s, "/c", container=True))
+    assert c.stat.ephemeral_owner == 0 and model.nodes["/c"].container
+    model.create(s, "/never-used", container=True)
+    model.create(s, "/c/child", ephemeral=True)  # children allowed under a container
+    assert model.sweep_containers() == []  # not empty
+    model.delete(s, "/c/child")
+    assert model.sweep_containers() == ["/c"]  # empty and once had a child
+    assert "/never-used" in model.nodes
+
+
+def test_apply_runs_ops_requests(model: Model) -> None:
+    s = model.open_session(10).id
+    assert created(model.apply(s, Create("/l", ephemeral=False, container=True))).path == "/l"
+    node = created(model.apply(s, Create("/l/lock-", b"d", ephemeral=True, sequential=True)))
+    assert node.path == "/l/lock-0000000000"
+    assert model.apply(s, GetChildren("/l")) == ["lock-0000000000"]
+    data = model.apply(s, GetData(node.path))
+    assert isinstance(data, NodeData) and data.data == b"d"
+    assert isinstance(model.apply(s, Exists(node.path)), Stat)
+    assert model.apply(s, Delete(node.path)) is None
+
+
+def test_sessions_expire_after_their_timeout_of_silence(model: Model) -> None:
+    s = model.open_session(2.0).id
+    t = model.open_session(2.0).id
+    model.create(s, "/e", ephemeral=True)
+    model.now = 1.9
+    model.touch(t)
+    assert model.expire_due() == []
+    model.now = 2.0
+    assert model.expire_due() == [s]
+    assert "/e" not in model.nodes
+    assert isinstance(model.create(s, "/x"), SessionExpiredError)
+    assert model.alive(t) and model.expiry_due(t) == 3.9
+
+
+def test_closing_a_session_removes_its_ephemerals_and_watches(model: Model) -> None:
+    s = model.open_session(10).id
+    other = model.open_session(10).id
+    model.create(s, "/e", ephemeral=True)
+    model.exists(s, "/elsewhere", watch=True)
+    model.exists(other, "/e", watch=True)
+    model.close_session(s)
+    assert "/e" not in model.nodes
+    assert model.take_outbox() == [Notification(other, WatchKind.DELETED, "/e")]
+    model.create(other, "/elsewhere")
+    assert model.take_outbox() == []  # the closed session's watch went with it
+
+
+def test_watch_firing_rules(model: Model) -> None:
+    s = model.open_session(10).id
+    w = model.open_session(10).id
+    model.exists(w, "/a", watch=True)  # missing: fires on create
+    model.create(s, "/a")
+    assert model.take_outbox() == [Notification(w, WatchKind.CREATED, "/a")]
+    model.get_children(w, "/a", watch=True)
+    model.get_data(w, "/a", watch=True)
+    model.create(s, "/a/b")
+    assert model.take_outbox() == [Notification(w, WatchKind.CHILD, "/a")]
+    model.set_data(s, "/a", b"1")
+    assert model.take_outbox() == [Notification(w, WatchKind.CHANGED, "/a")]
+    model.set_data(s, "/a", b"2")
+    assert model.take_outbox() == []  # one-shot
+    model.get_data(w, "/a/b", watch=True)
+    model.get_children(w, "/a/b", watch=True)
+    model.get_children(w, "/a", watch=True)
+    model.delete(s, "/a/b")
+    assert model.take_outbox() == [
+        Notification(w, WatchKind.DELETED, "/a/b"),  # once, for data and child watch
+        Notification(w, WatchKind.CHILD, "/a"),
+    ]
+
+
+def test_no_watch_is_set_by_a_failed_read(model: Model) -> None:
+    s = model.open_session(10).id
+    model.get_data(s, "/a", watch=True)
+    model.get_children(s, "/a", watch=True)
+    assert model.watch_count() == 0
+    model.exists(s, "/a", watch=True)
+    assert model.watch_count() == 1
+
+
+def test_client_watches_materialize_like_the_java_client() -> None:
+    watches = ClientWatches()
+    seen: list[tuple[str, WatchEvent]] = []
+    watches.add_data("/a", lambda e: seen.append(("data", e)))
+    watches.add_child("/a", lambda e: seen.append(("child", e)))
+    assert watches.deliver(Notification(1, WatchKind.CHILD, "/a")) == 1
+    assert seen == [("child", WatchEvent(WatchKind.CHILD, "/a"))]
+    watches.add_child("/a", lambda e: seen.append(("child", e)))
+    assert watches.deliver(Notification(1, WatchKind.DELETED, "/a")) == 2
+    assert watches.deliver(Notification(1, WatchKind.DELETED, "/a")) == 0  # one-shot
+    both = seen.append
+    watches.add_data("/c", both)
+    watches.add_data("/c", both)
+    watches.add_child("/c", both)
+    assert watches.deliver(Notification(1, WatchKind.DELETED, "/c")) == 1  # once
+    watches.add_data("/b", lambda e: None)
+    assert [path for path, _ in watches.drain()] == ["/b"]
+    assert watches.drain() == []
