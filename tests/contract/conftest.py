@@ -11,6 +11,7 @@ import pytest
 from contract_support import WakeProbe
 
 import zklocks
+from helpers import expire_session
 from zklocks._ops import Gone
 from zklocks._sync import driver
 from zklocks.server import ZooKeeperServer
@@ -25,21 +26,83 @@ def lock_path(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture
 def hosts(zk_server: ZooKeeperServer) -> str:
+    """The real server, for cases that need other processes."""
     return zk_server.hosts
 
 
+class Backend:
+    """Where a contract case runs: the real ZooKeeper, or the simulator's model of it."""
+
+    name = "zookeeper"
+
+    def __init__(self, hosts: str) -> None:
+        self.hosts = hosts
+
+    def client(self, **options: Any) -> zklocks.Client:
+        """A client, not started."""
+        return zklocks.Client(self.hosts, **options)
+
+    def expire(self, client: zklocks.Client) -> None:
+        expire_session(client, self.hosts)
+
+    def inspector(self) -> Any:
+        """An independent view of the server's nodes (kazoo for the real one)."""
+        from kazoo.client import KazooClient
+
+        kz = KazooClient(hosts=self.hosts)
+        kz.start(timeout=15)
+        return kz
+
+    def close_inspector(self, inspector: Any) -> None:
+        inspector.stop()
+        inspector.close()
+
+
+class SimBackend(Backend):
+    name = "sim"
+
+    def __init__(self) -> None:
+        from zklocks.sim import SimServer
+
+        super().__init__("sim:contract")
+        self.server = SimServer()
+
+    def client(self, **options: Any) -> zklocks.Client:
+        from zklocks.sim import session_factory
+
+        return zklocks.Client(self.hosts, session_factory=session_factory(self.server), **options)
+
+    def expire(self, client: zklocks.Client) -> None:
+        session = client._session
+        assert session is not None
+        assert self.server.expire_session(session.session_id())
+
+    def inspector(self) -> Any:
+        return self.server.inspector()
+
+    def close_inspector(self, inspector: Any) -> None:
+        inspector.stop()
+
+
+@pytest.fixture(params=["zookeeper", "sim"])
+def backend(request: pytest.FixtureRequest) -> Backend:
+    if request.param == "sim":
+        return SimBackend()
+    return Backend(request.getfixturevalue("zk_server").hosts)
+
+
 @pytest.fixture
-def client(hosts: str) -> Iterator[zklocks.Client]:
-    with zklocks.Client(hosts) as c:
+def client(backend: Backend) -> Iterator[zklocks.Client]:
+    with backend.client() as c:
         yield c
 
 
 @pytest.fixture
-def make_client(hosts: str) -> Iterator[Callable[..., zklocks.Client]]:
+def make_client(backend: Backend) -> Iterator[Callable[..., zklocks.Client]]:
     made: list[zklocks.Client] = []
 
     def make(**options: Any) -> zklocks.Client:
-        c = zklocks.Client(hosts, **options).start()
+        c = backend.client(**options).start()
         made.append(c)
         return c
 
@@ -49,15 +112,11 @@ def make_client(hosts: str) -> Iterator[Callable[..., zklocks.Client]]:
 
 
 @pytest.fixture
-def inspector(hosts: str) -> Iterator[Any]:
-    """An independent kazoo client to look at the server's state."""
-    from kazoo.client import KazooClient
-
-    kz = KazooClient(hosts=hosts)
-    kz.start(timeout=15)
-    yield kz
-    kz.stop()
-    kz.close()
+def inspector(backend: Backend) -> Iterator[Any]:
+    """An independent look at the server's state."""
+    view = backend.inspector()
+    yield view
+    backend.close_inspector(view)
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from contract_support import WakeProbe, run_worker
 from lockkinds import EXCLUSIVE, KINDS, QUEUED_EXCLUSIVE, blocker_kind
 
 import zklocks
-from helpers import expire_session
+from conftest import Backend
 
 ALL = list(KINDS)
 
@@ -213,11 +213,11 @@ def test_release_by_a_non_holder_raises_not_held(
 
 
 @pytest.mark.parametrize("kind", ALL)
-def test_closed_client_fails_fast(kind: str, hosts: str, lock_path: str) -> None:
-    never_started = zklocks.Client(hosts)
+def test_closed_client_fails_fast(kind: str, backend: Backend, lock_path: str) -> None:
+    never_started = backend.client()
     with pytest.raises(zklocks.ClientClosed):
         KINDS[kind](never_started, lock_path).acquire()
-    client = zklocks.Client(hosts).start()
+    client = backend.client().start()
     lock = KINDS[kind](client, lock_path)
     client.stop()
     for call in (lock.acquire, lock.try_acquire, lock.contenders):
@@ -252,6 +252,14 @@ def test_waiter_is_released_when_its_client_stops(
 
 @pytest.mark.parametrize("kind", ALL)
 def test_killed_holder_is_replaced_after_its_session_timeout(
+    kind: str, hosts: str, lock_path: str
+) -> None:
+    """Real processes on the real server (the simulator lives in this process only)."""
+    with zklocks.Client(hosts) as client:
+        killed_holder_is_replaced(kind, hosts, client, lock_path)
+
+
+def killed_holder_is_replaced(
     kind: str, hosts: str, client: zklocks.Client, lock_path: str
 ) -> None:
     worker = run_worker(hosts, lock_path, blocker_kind(kind), "hold", "1.0")
@@ -272,14 +280,14 @@ def test_killed_holder_is_replaced_after_its_session_timeout(
 
 @pytest.mark.parametrize("kind", ALL)
 def test_expired_session_marks_the_lease_lost(
-    kind: str, hosts: str, make_client: Any, lock_path: str
+    kind: str, backend: Backend, make_client: Any, lock_path: str
 ) -> None:
     client = make_client()
     lock = KINDS[kind](client, lock_path)
     lease = lock.acquire()
     told = threading.Event()
     lease.add_lost_callback(lambda lost: told.set())
-    expire_session(client, hosts)
+    backend.expire(client)
     assert lease.wait_lost(timeout=20)
     assert told.is_set() and lease.lost and not lock.held
     assert lease.lost_reason
@@ -291,12 +299,12 @@ def test_expired_session_marks_the_lease_lost(
 
 @pytest.mark.parametrize("kind", ALL)
 def test_leaving_with_after_loss_raises_lock_lost(
-    kind: str, hosts: str, make_client: Any, lock_path: str
+    kind: str, backend: Backend, make_client: Any, lock_path: str
 ) -> None:
     client = make_client()
     lock = KINDS[kind](client, lock_path)
     with pytest.raises(zklocks.LockLost), lock as lease:
-        expire_session(client, hosts)
+        backend.expire(client)
         assert lease.wait_lost(timeout=20)
     assert not lock.held
 
