@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from zklocks._ops import TIMED_OUT, Create, Gone, Pipeline, Reply, Stat
+from zklocks._ops import TIMED_OUT, Create, GetData, Gone, NodeData, Pipeline, Reply, Stat
 from zklocks._protocol.errors import (
     ClientClosedError,
     NodeExistsError,
+    NoNodeError,
     SessionExpiredError,
     ZooKeeperError,
 )
@@ -42,12 +43,23 @@ def parents_reply(replies: Sequence[Reply]) -> Reply:
     return None
 
 
+def watch_requests(nodes: Sequence[str]) -> list[GetData]:
+    """What a waiter sends to watch its blockers: ``getData`` with a watch, not ``exists``.
+
+    Both set a data watch on a node that exists (it fires on its deletion), but an
+    exists-watch on a node that is already gone stays registered as a creation watch
+    until the session ends: one leaked watch per stale blocker. ``getData`` on a missing
+    node answers NoNode and sets nothing.
+    """
+    return [GetData(node) for node in nodes]
+
+
 def first_gone(nodes: Sequence[str], replies: Sequence[Reply]) -> Reply | None:
-    """After setting exists-watches: a reply that ends the wait at once, or None to wait."""
+    """After setting the watches: a reply that ends the wait at once, or None to wait."""
     for node, reply in zip(nodes, replies, strict=True):
-        if reply is None:
+        if reply is None or isinstance(reply, NoNodeError):
             return Gone(node)
-        if not isinstance(reply, Stat):
+        if not isinstance(reply, NodeData | Stat):
             return reply
     return None
 

@@ -21,8 +21,9 @@ Queued kinds (fair lock, read, write, semaphore lease):
 3. **Wait.** Watch the blockers (exists-watches) and wait, with what remains of the one
    deadline of the call, until one is *deleted*. Never trust a wake-up: decide again with
    the deleted node removed; every rule is monotone, so a grant on that smaller queue is
-   a real grant (a waiter second in line takes over with no extra request). Otherwise
-   list the children again and decide afresh. If our own node is gone from the listing
+   a real grant while our node exists, i.e. while the session that made it lives (a
+   waiter second in line takes over with no extra request). Otherwise list the children
+   again and decide afresh. If our own node is gone from the listing
    (session expired, or someone deleted it) start over from 1.
 4. **Every way out deletes our node**: timeout, a non-blocking miss, a refusal, an error,
    KeyboardInterrupt, task cancellation. If the create was in flight and its fate is
@@ -93,10 +94,11 @@ class AcquireSpec:
 
 @dataclass(frozen=True, slots=True)
 class Acquired:
-    """A grant: our node's full path and its fencing token (creation zxid)."""
+    """A grant: our node's full path, its fencing token (creation zxid), its session."""
 
     node: str
     token: int
+    owner: int = 0
 
 
 @dataclass(slots=True)
@@ -115,17 +117,19 @@ def acquire(spec: AcquireSpec) -> Generator[Op, Any, Acquired | None]:
     return (yield from _acquire_single_node(spec))
 
 
-def release(node: str, token: int) -> Generator[Op, Any, bool]:
+def release(node: str, token: int, owner: int = 0) -> Generator[Op, Any, bool]:
     """Delete our node; ``True`` if it was still there (the lease was not lost to deletion).
 
     A queued contender's node name is unique to its attempt, so deleting by name is safe.
     The one-node lock's name is shared by every holder in turn: after our session
     expired, or after a delete whose reply was lost, the node at that path may be the
-    *next* holder's. So it is deleted only while its creation zxid is our token and its
-    owner our session, checked again before every attempt.
+    *next* holder's. So it is deleted only while it is ours: on the first attempt, while
+    our session is still ``owner`` (the session that created it; a local check); after a
+    lost reply, or with the owner unknown, while its creation zxid is our token and its
+    owner our session (read from the server before every attempt).
     """
     if node.rsplit("/", 1)[1] == _nodes.SINGLE_NODE:
-        return (yield from _shielded(_delete_single_node(node, token=token)))
+        return (yield from _shielded(_delete_single_node(node, token=token, owner=owner)))
     return (yield from _shielded(_delete(node)))
 
 
@@ -216,7 +220,7 @@ def _wait_in_line(
         decision = decide(me, line)
         if isinstance(decision, Granted):
             attempt.node = None  # it is the caller's now; nothing to clean up
-            return Acquired(created.path, created.stat.czxid)
+            return Acquired(created.path, created.stat.czxid, created.stat.ephemeral_owner)
         if isinstance(decision, Refused):
             raise InvalidArgument(f"{spec.path}: {decision.reason}")
         if not spec.blocking:
@@ -227,6 +231,11 @@ def _wait_in_line(
             return _START_OVER
         remaining = [node for node in line if node.name != gone]
         if isinstance(decide(me, remaining), Granted):
+            # Granted on the line we already had, if our node is still there: it is while
+            # the session that made it lives (a paused waiter may see a buffered deletion
+            # before it learns that its session expired meanwhile).
+            if (yield SessionId()) != created.stat.ephemeral_owner:
+                return _START_OVER
             line = remaining
             continue
         children = yield from _list(spec)
@@ -275,7 +284,7 @@ def _acquire_single_node(spec: AcquireSpec) -> Generator[Op, Any, Acquired | Non
             created = yield Create(node, spec.data, ephemeral=True, deadline=spec.deadline)
             attempt.create_in_flight = False
             if isinstance(created, Created):
-                return Acquired(node, created.stat.czxid)
+                return Acquired(node, created.stat.czxid, created.stat.ephemeral_owner)
             if created is TIMED_OUT:
                 raise LockTimeout(f"timed out waiting for a connection to lock {spec.path}")
             if isinstance(created, NoNodeError):
@@ -286,7 +295,7 @@ def _acquire_single_node(spec: AcquireSpec) -> Generator[Op, Any, Acquired | Non
                 owned = yield from _single_node_stat(node, attempt=spec.attempt)
                 attempt.create_in_flight = False
                 if owned is not None:
-                    return Acquired(node, owned.czxid)
+                    return Acquired(node, owned.czxid, owned.ephemeral_owner)
                 continue
             if isinstance(created, SessionExpiredError):
                 continue
@@ -322,11 +331,16 @@ def _single_node_stat(
 
 
 def _delete_single_node(
-    node: str, *, attempt: str = "", token: int = 0
+    node: str, *, attempt: str = "", token: int = 0, owner: int = 0
 ) -> Generator[Op, Any, bool]:
-    """Delete the one-node lock only while it is ours; re-check before every attempt."""
+    """Delete the one-node lock only while it is ours; re-check before every retry."""
+    checked_locally = False
     while True:
-        if (yield from _single_node_stat(node, attempt=attempt, token=token)) is None:
+        if owner and not checked_locally:
+            checked_locally = True
+            if (yield SessionId()) != owner:
+                return False  # our session expired: the server removed our node with it
+        elif (yield from _single_node_stat(node, attempt=attempt, token=token)) is None:
             return False
         reply = yield Delete(node)
         if reply is None:

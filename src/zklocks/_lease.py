@@ -63,9 +63,10 @@ class LeaseBase:
     ``wait_lost`` is the waiting alternative.
     """
 
-    def __init__(self, node: str, token: int, session: SessionFacts) -> None:
+    def __init__(self, node: str, token: int, session: SessionFacts, owner: int = 0) -> None:
         self.node = node
         self.token = token
+        self.owner = owner  # the session that created the node (0: unknown)
         self._session = session
         self._lost_reason: str | None = None
         self._callbacks: list[LostCallback] = []
@@ -126,6 +127,11 @@ class LeaseBase:
     def _wake_waiters(self) -> None:
         raise NotImplementedError
 
+    @property
+    def ended(self) -> bool:
+        """Released by its holder."""
+        return self._ended
+
     def end(self) -> None:
         """The holder released it: stop watching (a later loss is no longer news)."""
         with self._mutex:
@@ -136,8 +142,8 @@ class LeaseBase:
 class Lease(LeaseBase):
     """A lease from the sync ``Client``; ``wait_lost`` blocks the calling thread."""
 
-    def __init__(self, node: str, token: int, session: SessionFacts) -> None:
-        super().__init__(node, token, session)
+    def __init__(self, node: str, token: int, session: SessionFacts, owner: int = 0) -> None:
+        super().__init__(node, token, session, owner)
         self._lost_event = threading.Event()
 
     def wait_lost(self, timeout: float | None = None) -> bool:
@@ -153,8 +159,8 @@ class Lease(LeaseBase):
 class AsyncLease(LeaseBase):
     """A lease from ``AsyncClient``; ``await lease.wait_lost()``. Loop-thread only."""
 
-    def __init__(self, node: str, token: int, session: SessionFacts) -> None:
-        super().__init__(node, token, session)
+    def __init__(self, node: str, token: int, session: SessionFacts, owner: int = 0) -> None:
+        super().__init__(node, token, session, owner)
         self._lost_event = asyncio.Event()
 
     async def wait_lost(self, timeout: float | None = None) -> bool:
@@ -174,14 +180,24 @@ class AsyncLease(LeaseBase):
 Cancel = Callable[[], None]
 Scheduler = Callable[[float, Callable[[], None]], Cancel]
 
+NODE_WATCH_DELAY = 0.05
+"""Seconds after a grant before the exists-watch on our own node is set.
+
+Most locks are held briefly: a lease released sooner never needs the watch, and the
+uncontended cycle stays at 3 requests (2 for the one-node lock). Session expiry and the
+clock rule are watched from the grant on; only a deletion of our node by someone else
+is noticed up to this much later than it could be.
+"""
+
 
 class LeaseKeeper:
     """Watches a client's leases: our node's deletion, session expiry, the clock rule.
 
     Both clients use one: it watches each lease's node (an exists-watch set without
-    waiting for its reply, so a grant costs no extra round trip), marks every lease lost
-    when the session expires or the client stops, and while cut off arms one timer for
-    the instant the server may have expired us (``loss_deadline``).
+    waiting for its reply, ``NODE_WATCH_DELAY`` after the grant, so a grant costs no
+    extra round trip), marks every lease lost when the session expires or the client
+    stops, and while cut off arms one timer for the instant the server may have expired
+    us (``loss_deadline``).
     """
 
     def __init__(self, facts: Callable[[], SessionFacts | None], schedule: Scheduler) -> None:
@@ -206,7 +222,11 @@ class LeaseKeeper:
             elif not lease.lost:
                 watch_node(lease.node, on_event)  # a data change: watch again
 
-        watch_node(lease.node, on_event)
+        def arm() -> None:
+            if not lease.ended and not lease.lost:
+                watch_node(lease.node, on_event)
+
+        self._schedule(NODE_WATCH_DELAY, arm)
 
     def on_state(self, state: SessionState) -> None:
         from zklocks._session import SessionState

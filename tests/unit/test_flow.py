@@ -83,7 +83,7 @@ def test_uncontended_is_one_pipelined_round_trip() -> None:
     assert isinstance(create, Create) and create.sequential and create.ephemeral
     assert create.path == f"{PATH}/lock-{ATTEMPT}-"
     assert isinstance(listing, GetChildren) and listing.path == PATH
-    assert s.done and s.result == Acquired(f"{PATH}/{mine(0)}", 42)
+    assert s.done and s.result == Acquired(f"{PATH}/{mine(0)}", 42, SESSION)
 
 
 def test_missing_parent_is_created_then_retried() -> None:
@@ -108,7 +108,19 @@ def test_second_in_line_holds_after_its_predecessor_goes_with_no_extra_request()
     s = Stepper(acquire(spec()))
     s.expect(Pipeline, (created(mine(2)), [theirs(1), mine(2)]))
     s.expect(AwaitDeletion, Gone(f"{PATH}/{theirs(1)}"))
+    s.expect(SessionId, SESSION)  # answered locally: our node lives with our session
     assert s.done and isinstance(s.result, Acquired)
+
+
+def test_a_stale_line_grants_nothing_once_our_session_has_changed() -> None:
+    """Found by the simulator (seed 188): a waiter paused past its session timeout sees
+    its predecessor's deletion first and its own session's expiry only after."""
+    s = Stepper(acquire(spec()))
+    s.expect(Pipeline, (created(mine(2)), [theirs(1), mine(2)]))
+    s.expect(AwaitDeletion, Gone(f"{PATH}/{theirs(1)}"))
+    s.expect(SessionId, SESSION + 1)  # a new session: our node went with the old one
+    s.expect(Pipeline, (created(mine(3), czxid=120), [mine(3)]))
+    assert s.done and s.result == Acquired(f"{PATH}/{mine(3)}", 120, SESSION)
 
 
 def test_timeout_deletes_then_raises() -> None:
@@ -174,7 +186,7 @@ def test_protected_create_adopts_our_node_after_connection_loss() -> None:
     s.expect(GetChildren, [mine(1)])
     s.expect(Exists, Stat(czxid=9, ephemeral_owner=SESSION))
     s.expect(SessionId, SESSION)
-    assert s.done and s.result == Acquired(f"{PATH}/{mine(1)}", 9)
+    assert s.done and s.result == Acquired(f"{PATH}/{mine(1)}", 9, SESSION)
 
 
 def test_protected_create_does_not_adopt_a_node_of_an_older_session() -> None:
@@ -186,7 +198,7 @@ def test_protected_create_does_not_adopt_a_node_of_an_older_session() -> None:
     op = s.expect(Delete, None)
     assert op.path == f"{PATH}/{mine(1)}"
     s.expect(Pipeline, (created(mine(2), czxid=11), [mine(2)]))
-    assert s.done and s.result == Acquired(f"{PATH}/{mine(2)}", 11)
+    assert s.done and s.result == Acquired(f"{PATH}/{mine(2)}", 11, SESSION)
 
 
 def test_protected_create_retries_when_the_create_never_landed() -> None:
@@ -202,7 +214,7 @@ def test_session_expiry_while_waiting_starts_over() -> None:
     s.expect(Pipeline, (created(mine(2)), [theirs(1), mine(2)]))
     s.expect(AwaitDeletion, SessionExpiredError())
     s.expect(Pipeline, (created(mine(5), czxid=300), [mine(5)]))
-    assert s.done and s.result == Acquired(f"{PATH}/{mine(5)}", 300)
+    assert s.done and s.result == Acquired(f"{PATH}/{mine(5)}", 300, SESSION)
 
 
 def test_our_node_vanishing_from_the_listing_starts_over() -> None:
@@ -231,7 +243,7 @@ def test_single_node_lock_uncontended_is_one_request() -> None:
     s = Stepper(acquire(spec(fair=False)))
     op = s.expect(Create, created("lock", czxid=50))
     assert op.path == f"{PATH}/lock" and not op.sequential and op.ephemeral
-    assert s.done and s.result == Acquired(f"{PATH}/lock", 50)
+    assert s.done and s.result == Acquired(f"{PATH}/lock", 50, SESSION)
 
 
 def test_single_node_lock_waits_for_deletion_then_retries() -> None:

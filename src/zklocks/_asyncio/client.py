@@ -11,6 +11,7 @@ from zklocks._asyncio.locks import AsyncLock, AsyncReadWriteLock
 from zklocks._asyncio.session import AsyncSession
 from zklocks._connection import Connection
 from zklocks._errors import ClientClosed, ConnectionFailed, InvalidArgument
+from zklocks._flow import Acquired
 from zklocks._holdings import make_config
 from zklocks._lease import AsyncLease, LeaseKeeper, SessionFacts
 from zklocks._protocol.errors import ConnectionFailedError
@@ -142,9 +143,9 @@ class AsyncClient:
         session = self._session
         return None if session is None else session.facts
 
-    def _watch_lease(self, node: str, token: int) -> AsyncLease:
+    def _watch_lease(self, acquired: Acquired) -> AsyncLease:
         session = self._session_or_raise()
-        lease = AsyncLease(node, token, session.facts)
+        lease = AsyncLease(acquired.node, acquired.token, session.facts, acquired.owner)
         self._keeper.track(lease, session.watch_node)
         return lease
 

@@ -14,13 +14,19 @@ import time
 from typing import Any
 
 from zklocks._asyncio.session import AsyncSession
-from zklocks._drive import first_gone, parent_creates, parents_reply, pipeline_deadline, wake_reply
+from zklocks._drive import (
+    first_gone,
+    parent_creates,
+    parents_reply,
+    pipeline_deadline,
+    wake_reply,
+    watch_requests,
+)
 from zklocks._flow import Flow
 from zklocks._ops import (
     TIMED_OUT,
     AwaitDeletion,
     CreateParents,
-    Exists,
     Op,
     Pipeline,
     Reply,
@@ -78,7 +84,7 @@ async def await_deletion(op: AwaitDeletion, session: AsyncSession) -> Reply:
         wake.set()
 
     while True:
-        replies = await session.call([Exists(n) for n in op.nodes], op.deadline, watcher)
+        replies = await session.call(watch_requests(op.nodes), op.deadline, watcher)
         done = first_gone(op.nodes, replies)
         if done is not None:
             return done

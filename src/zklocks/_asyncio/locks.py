@@ -83,7 +83,7 @@ class AsyncLock:
         acquired = await driver.run(_flow.acquire(spec), session)
         if acquired is None:
             return None
-        lease = self._client._watch_lease(acquired.node, acquired.token)
+        lease = self._client._watch_lease(acquired)
         self._holdings.add(owner, lease)
         return lease
 
@@ -101,7 +101,7 @@ class AsyncLock:
         lease.end()
         session = self._client._session_or_none()
         if session is not None:
-            await driver.run(_flow.release(lease.node, lease.token), session)
+            await driver.run(_flow.release(lease.node, lease.token, lease.owner), session)
 
     @property
     def held(self) -> bool:

@@ -9,8 +9,8 @@ from typing import Any
 
 from zklocks._connection import Connection, SessionState
 from zklocks._native import facts_of, reply_of, submit_all, wrap_watcher
-from zklocks._ops import TIMED_OUT, Exists, Reply, Request
-from zklocks._protocol.errors import ClientClosedError
+from zklocks._ops import TIMED_OUT, GetData, Reply, Request
+from zklocks._protocol.errors import ClientClosedError, NoNodeError
 from zklocks._session import Watcher, WatchEvent, WatchKind
 
 
@@ -64,10 +64,10 @@ class AsyncSession:
         if self.closed:
             watcher(WatchEvent(WatchKind.CLOSED, path))
             return
-        future = self.connection.submit(Exists(path), watcher=wrap_watcher(watcher))
+        future = self.connection.submit(GetData(path), watcher=wrap_watcher(watcher))
 
         def answered(future: asyncio.Future[Any]) -> None:
-            if not future.cancelled() and future.exception() is None and future.result() is None:
+            if not future.cancelled() and isinstance(future.exception(), NoNodeError):
                 watcher(WatchEvent(WatchKind.DELETED, path))
 
         future.add_done_callback(answered)

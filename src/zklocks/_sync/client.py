@@ -9,7 +9,7 @@ from typing import Any, Protocol
 
 from zklocks import _validate
 from zklocks._errors import ClientClosed, InvalidArgument
-from zklocks._flow import Flow
+from zklocks._flow import Acquired, Flow
 from zklocks._holdings import make_config
 from zklocks._lease import Lease, LeaseKeeper, SessionFacts
 from zklocks._session import SyncSession
@@ -66,7 +66,7 @@ class Client:
         self._session_factory = session_factory or _default_session_factory
         self._session: SyncSession | None = None
         self._stopped = False
-        self._keeper = LeaseKeeper(self._facts, _thread_timer)
+        self._keeper = LeaseKeeper(self._facts, self._call_later)
         self._mutex = threading.Lock()
 
     def __repr__(self) -> str:
@@ -165,6 +165,12 @@ class Client:
             raise ClientClosed(f"the client is {word}")
         return session
 
+    def _call_later(self, delay: float, fn: Callable[[], None]) -> Callable[[], None]:
+        session = self._session
+        if session is None:
+            return lambda: None
+        return session.call_later(delay, fn)
+
     def _facts(self) -> SessionFacts | None:
         session = self._session
         return None if session is None else session.facts
@@ -173,15 +179,8 @@ class Client:
         session = self._session
         return None if session is None or session.closed else session
 
-    def _watch_lease(self, node: str, token: int) -> Lease:
+    def _watch_lease(self, acquired: Acquired) -> Lease:
         session = self._session_or_raise()
-        lease = Lease(node, token, session.facts)
+        lease = Lease(acquired.node, acquired.token, session.facts, acquired.owner)
         self._keeper.track(lease, session.watch_node)
         return lease
-
-
-def _thread_timer(delay: float, fn: Callable[[], None]) -> Callable[[], None]:
-    timer = threading.Timer(delay, fn)
-    timer.daemon = True
-    timer.start()
-    return timer.cancel

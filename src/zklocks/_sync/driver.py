@@ -16,13 +16,13 @@ from zklocks._drive import (
     parents_reply,
     pipeline_deadline,
     wake_reply,
+    watch_requests,
 )
 from zklocks._flow import Flow
 from zklocks._ops import (
     TIMED_OUT,
     AwaitDeletion,
     CreateParents,
-    Exists,
     Op,
     Pipeline,
     Reply,
@@ -76,7 +76,7 @@ def await_deletion(op: AwaitDeletion, session: SyncSession) -> Reply:
 
     clock = session.facts.clock
     while True:
-        replies = session.call([Exists(n) for n in op.nodes], op.deadline, watcher)
+        replies = session.call(watch_requests(op.nodes), op.deadline, watcher)
         done = first_gone(op.nodes, replies)
         if done is not None:
             return done

@@ -80,7 +80,7 @@ class Lock:
         acquired = driver.run(_flow.acquire(spec), session)
         if acquired is None:
             return None
-        lease = self._client._watch_lease(acquired.node, acquired.token)
+        lease = self._client._watch_lease(acquired)
         self._holdings.add(owner, lease)
         return lease
 
@@ -105,7 +105,7 @@ class Lock:
         lease.end()
         session = self._client._session_or_none()
         if session is not None:
-            driver.run(_flow.release(lease.node, lease.token), session)
+            driver.run(_flow.release(lease.node, lease.token, lease.owner), session)
 
     @property
     def held(self) -> bool:

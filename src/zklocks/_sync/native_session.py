@@ -17,8 +17,13 @@ from typing import Any
 from zklocks._connection import Connection, SessionState
 from zklocks._errors import ConnectionFailed
 from zklocks._native import facts_of, reply_of, submit_all, wrap_watcher
-from zklocks._ops import TIMED_OUT, Exists, Reply, Request
-from zklocks._protocol.errors import ClientClosedError, ConnectionFailedError, ZooKeeperError
+from zklocks._ops import TIMED_OUT, GetData, Reply, Request
+from zklocks._protocol.errors import (
+    ClientClosedError,
+    ConnectionFailedError,
+    NoNodeError,
+    ZooKeeperError,
+)
 from zklocks._session import StateListener, Watcher, WatchEvent, WatchKind
 
 Replies = concurrent.futures.Future[list[Reply]]
@@ -141,18 +146,35 @@ class NativeSession:
         self._loop.call_soon_threadsafe(self._watch_node, path, watcher)
 
     def _watch_node(self, path: str, watcher: Watcher) -> None:
-        future = self._connection.submit(Exists(path), watcher=wrap_watcher(watcher))
+        future = self._connection.submit(GetData(path), watcher=wrap_watcher(watcher))
 
         def answered(future: asyncio.Future[Any]) -> None:
             if future.cancelled():
                 return
             error = future.exception()
-            if error is None and future.result() is None:
+            if isinstance(error, NoNodeError):
                 watcher(WatchEvent(WatchKind.DELETED, path))
             elif error is not None and not isinstance(error, ZooKeeperError):
                 raise error
 
         future.add_done_callback(answered)
+
+    def call_later(self, delay: float, fn: Callable[[], None]) -> Callable[[], None]:
+        handles: list[asyncio.TimerHandle] = []
+        cancelled = threading.Event()
+
+        def arm() -> None:
+            if not cancelled.is_set():
+                handles.append(self._loop.call_later(delay, fn))
+
+        def cancel() -> None:
+            cancelled.set()
+            if handles and not self._loop.is_closed():
+                self._loop.call_soon_threadsafe(handles[0].cancel)
+
+        if not self._closed:
+            self._loop.call_soon_threadsafe(arm)
+        return cancel
 
     def session_id(self) -> int:
         return self._connection.session_id

@@ -51,6 +51,7 @@ from zklocks._drive import (
     parents_reply,
     pipeline_deadline,
     wake_reply,
+    watch_requests,
 )
 from zklocks._errors import LockTimeout
 from zklocks._lease import Lease, LeaseKeeper, SessionFacts
@@ -60,6 +61,8 @@ from zklocks._ops import (
     Create,
     CreateParents,
     Exists,
+    GetData,
+    NodeData,
     Op,
     Pipeline,
     Reply,
@@ -71,6 +74,7 @@ from zklocks._ops import (
 from zklocks._protocol.errors import (
     ClientClosedError,
     ConnectionLossError,
+    NoNodeError,
     SessionExpiredError,
     ZooKeeperError,
 )
@@ -270,15 +274,15 @@ class SimClient:
             self.resume(EXPIRED)
 
     def watch_node(self, path: str, watcher: Watcher) -> None:
-        """``SyncSession.watch_node``: an exists-watch; DELETED at once if already gone."""
+        """``SyncSession.watch_node``: a getData-watch; DELETED at once if already gone."""
         if not self.connected:
             self.pending_watches.append((path, watcher))
             return
-        reply = self.sim.model.exists(self.session_id, path, watch=True)
+        reply = self.sim.model.get_data(self.session_id, path, watch=True)
         self.sim.route()
-        if isinstance(reply, Stat):
+        if isinstance(reply, NodeData):
             self.watches.add_data(path, watcher)
-        elif reply is None:
+        elif isinstance(reply, NoNodeError):
             watcher(WatchEvent(WatchKind.DELETED, path))
 
     def schedule(self, delay: float, fn: Callable[[], None]) -> Callable[[], None]:
@@ -327,7 +331,9 @@ class SimClient:
             if sim.trace is not None:
                 sim.note(self, f"releases {_short(holding.node)}")
             try:
-                yield from self.drive(_flow.release(holding.node, holding.token))
+                yield from self.drive(
+                    _flow.release(holding.node, holding.token, holding.lease.owner)
+                )
             except Exception as exc:
                 if isinstance(exc, Violation):
                     raise
@@ -366,7 +372,7 @@ class SimClient:
     def grant(self, spec: _flow.AcquireSpec, acquired: _flow.Acquired) -> Holding:
         """What ``Lock._acquire`` does with a grant: a lease, watched by the keeper."""
         sim = self.sim
-        lease = Lease(acquired.node, acquired.token, self.facts)
+        lease = Lease(acquired.node, acquired.token, self.facts, acquired.owner)
         holding = Holding(
             self.index, spec.kind, acquired.node, acquired.token, self.session_id, lease, sim.now
         )
@@ -445,8 +451,8 @@ class SimClient:
         self.awaiting = op.nodes
         try:
             while True:
-                exists = [Exists(n) for n in op.nodes]
-                replies = yield from self.call(exists, op.deadline, fired.append)
+                watching = watch_requests(op.nodes)
+                replies = yield from self.call(watching, op.deadline, fired.append)
                 done = first_gone(op.nodes, replies)
                 if done is not None:
                     return done
@@ -671,7 +677,7 @@ class Simulation:
             if self.trace is not None:
                 self.note(client, f"{_describe(request)} -> dropped before the server")
             return ConnectionLossError()
-        watch = action.watcher is not None and isinstance(request, Exists)
+        watch = action.watcher is not None and isinstance(request, Exists | GetData)
         reply = self.model.apply(client.session_id, request, watch=watch)
         if isinstance(reply, list) and self.scenario.shuffle_children:
             self.rng.shuffle(reply)

@@ -27,10 +27,11 @@ from dataclasses import dataclass
 from typing import cast
 
 from zklocks._lease import SessionFacts
-from zklocks._ops import TIMED_OUT, Created, Exists, Reply, Request, Stat
+from zklocks._ops import TIMED_OUT, Created, Exists, GetData, NodeData, Reply, Request
 from zklocks._protocol.errors import (
     ClientClosedError,
     NodeExistsError,
+    NoNodeError,
     SessionExpiredError,
     ZooKeeperError,
 )
@@ -307,7 +308,7 @@ class SimSession:
                 return [ClientClosedError() for _ in requests]
             replies: list[Reply] = []
             for request in requests:
-                watch = watcher is not None and isinstance(request, Exists)
+                watch = watcher is not None and isinstance(request, Exists | GetData)
                 reply = server.model.apply(self._session_id, request, watch=watch)
                 if watch and watcher is not None and not isinstance(reply, ZooKeeperError):
                     self._watches.add_data(request.path, watcher)
@@ -327,6 +328,12 @@ class SimSession:
                 return
             self._set_watch(path, watcher)
             server._dispatch()
+
+    def call_later(self, delay: float, fn: Callable[[], None]) -> Callable[[], None]:
+        timer = threading.Timer(delay, fn)
+        timer.daemon = True
+        timer.start()
+        return timer.cancel
 
     def session_id(self) -> int:
         return self._session_id
@@ -409,10 +416,10 @@ class SimSession:
         self._server._changed.notify_all()
 
     def _set_watch(self, path: str, watcher: Watcher) -> None:
-        reply = self._server.model.exists(self._session_id, path, watch=True)
-        if isinstance(reply, Stat):
+        reply = self._server.model.get_data(self._session_id, path, watch=True)
+        if isinstance(reply, NodeData):
             self._watches.add_data(path, watcher)
-        elif reply is None:
+        elif isinstance(reply, NoNodeError):
             self._post(watcher, WatchEvent(WatchKind.DELETED, path))
         elif isinstance(reply, SessionExpiredError):
             self._post(watcher, WatchEvent(WatchKind.SESSION_LOST, path))
