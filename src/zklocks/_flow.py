@@ -213,33 +213,44 @@ def _wait_in_line(
 ) -> Generator[Op, Any, object]:
     me = _nodes.parse(created.path.rsplit("/", 1)[1])
     assert me is not None, created.path
+    granted = Acquired(created.path, created.stat.czxid, created.stat.ephemeral_owner)
     line = _nodes.queue(attempt.children)
+    attempt.children = []
     while True:
         if me not in line:
             return _START_OVER  # our node vanished: session expired or someone deleted it
         decision = decide(me, line)
         if isinstance(decision, Granted):
             attempt.node = None  # it is the caller's now; nothing to clean up
-            return Acquired(created.path, created.stat.czxid, created.stat.ephemeral_owner)
+            return granted
         if isinstance(decision, Refused):
             raise InvalidArgument(f"{spec.path}: {decision.reason}")
         if not spec.blocking:
             yield from _shielded(_cleanup(spec, attempt))
             return None
+        # Decide now what the deletion of each blocker would mean, and keep only that
+        # while waiting: a waiter holding its whole line costs O(queue) memory, and a
+        # queue of n waiters O(n^2).
+        takeover = {name for name in decision.nodes if _granted_without(me, line, name)}
+        line = []
         gone = yield from _await_deletion(spec, decision)
         if gone is None:
             return _START_OVER
-        remaining = [node for node in line if node.name != gone]
-        if isinstance(decide(me, remaining), Granted):
-            # Granted on the line we already had, if our node is still there: it is while
-            # the session that made it lives (a paused waiter may see a buffered deletion
+        if gone in takeover:
+            # Granted on the line we had, if our node is still there: it is while the
+            # session that made it lives (a paused waiter may see a buffered deletion
             # before it learns that its session expired meanwhile).
             if (yield SessionId()) != created.stat.ephemeral_owner:
                 return _START_OVER
-            line = remaining
-            continue
-        children = yield from _list(spec)
-        line = _nodes.queue(children)
+            attempt.node = None
+            return granted
+        line = _nodes.queue((yield from _list(spec)))
+
+
+def _granted_without(me: _nodes.NodeName, line: list[_nodes.NodeName], name: str) -> bool:
+    """Would ``me`` hold if ``name`` left the line? Rules are monotone, so if yes, it
+    will hold once ``name`` is gone whatever else has left meanwhile."""
+    return isinstance(decide(me, [node for node in line if node.name != name]), Granted)
 
 
 def _await_deletion(spec: AcquireSpec, decision: WaitFor) -> Generator[Op, Any, str | None]:
