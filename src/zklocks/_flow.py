@@ -214,10 +214,10 @@ def _wait_in_line(
     me = _nodes.parse(created.path.rsplit("/", 1)[1])
     assert me is not None, created.path
     granted = Acquired(created.path, created.stat.czxid, created.stat.ephemeral_owner)
-    line = _nodes.queue(attempt.children)
+    line = _nodes.line_up_to(me, attempt.children)
     attempt.children = []
     while True:
-        if me not in line:
+        if line is None:
             return _START_OVER  # our node vanished: session expired or someone deleted it
         decision = decide(me, line)
         if isinstance(decision, Granted):
@@ -244,7 +244,7 @@ def _wait_in_line(
                 return _START_OVER
             attempt.node = None
             return granted
-        line = _nodes.queue((yield from _list(spec)))
+        line = _nodes.line_up_to(me, (yield from _list(spec)))
 
 
 def _granted_without(me: _nodes.NodeName, line: list[_nodes.NodeName], name: str) -> bool:

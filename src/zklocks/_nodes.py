@@ -116,6 +116,29 @@ def queue(children: Iterable[str]) -> list[NodeName]:
     return parsed
 
 
+def line_up_to(me: NodeName, children: Iterable[str]) -> list[NodeName] | None:
+    """The whole line, in order, as ``me`` sees it; None if ``me`` is no longer in it.
+
+    What a contender decides on. Ordered by each node's signed distance from ``me``
+    (an integer, so the sort is cheap even for a thousand waiters re-listing).
+    """
+    found = False
+    keyed: list[tuple[int, NodeName]] = []
+    for name in children:
+        node = parse(name)
+        if node is None:
+            continue
+        if node.single:
+            keyed.append((-_WRAP, node))
+            continue
+        found = found or name == me.name
+        keyed.append(((node.sequence - me.sequence + _HALF) % _WRAP - _HALF, node))
+    if not found:
+        return None
+    keyed.sort(key=lambda pair: pair[0])
+    return [node for _, node in keyed]
+
+
 @dataclass(frozen=True, slots=True)
 class Payload:
     """What a contender node's data says about who created it."""

@@ -91,3 +91,36 @@ def test_payload_round_trip_and_foreign_data() -> None:
     assert _nodes.decode_payload(_nodes.encode_payload(payload)) == payload
     assert _nodes.decode_payload(b"plain text").identifier == "plain text"
     assert _nodes.decode_payload(b"[1,2]").identifier == "[1,2]"
+
+
+def test_line_up_to_orders_the_whole_line_around_us() -> None:
+    me = _nodes.parse(f"write-{A}-0000000005")
+    assert me is not None
+    children = [
+        f"read-{B}-0000000007",  # after us: last
+        f"lock-{B}-0000000003",
+        "foreign",
+        me.name,
+        f"read-{B}-0000000001",
+        "lock",  # the one-node lock holder heads every line
+    ]
+    line = _nodes.line_up_to(me, children)
+    assert line is not None
+    assert [n.name for n in line] == [
+        "lock",
+        f"read-{B}-0000000001",
+        f"lock-{B}-0000000003",
+        me.name,
+        f"read-{B}-0000000007",
+    ]
+    assert _nodes.line_up_to(me, [c for c in children if c != me.name]) is None
+
+
+def test_line_up_to_orders_across_the_wrap() -> None:
+    me = _nodes.parse(f"lock-{A}-{zk_suffix(-(2**31) + 1)}")
+    assert me is not None
+    earlier = [f"lock-{B}-{zk_suffix(s)}" for s in (2**31 - 2, 2**31 - 1, -(2**31))]
+    later = [f"lock-{B}-{zk_suffix(-(2**31) + 5)}"]
+    line = _nodes.line_up_to(me, [*later, me.name, *reversed(earlier)])
+    assert line is not None
+    assert [n.name for n in line] == [*earlier, me.name, *later]
