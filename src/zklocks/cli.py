@@ -1,98 +1,65 @@
-"""The ``zklocks`` command line."""
+"""The ``zklocks`` command line: the group, and one module per command in ``zklocks._cli``.
+
+    zklocks run PATH [--read|--write|--semaphore N] [--timeout S] -- COMMAND [ARGS]...
+    zklocks status PATH [--json] [--watch]
+    zklocks ls [ROOT] [--json]
+    zklocks server [--port P] [--data-dir D] [--ensemble N]
+    zklocks demo [--hosts H]
+
+A command's module is imported only when that command runs (or help lists it), so
+``zklocks run`` does not pay for the demo's imports. See docs/cli.md for every option
+and exit status.
+"""
 
 from __future__ import annotations
 
-import signal
-import time
-from pathlib import Path
-from types import FrameType
+import importlib
 
 import click
 
 from zklocks import __version__
-from zklocks.server import ServerError, ZooKeeperEnsemble, ZooKeeperServer
+from zklocks._cli.common import CONTEXT
+
+COMMANDS = {
+    "run": "zklocks._cli.run:run",
+    "status": "zklocks._cli.status:status",
+    "ls": "zklocks._cli.status:ls",
+    "server": "zklocks._cli.server:server",
+    "demo": "zklocks._cli.demo:demo",
+}
+
+EPILOG = """\b
+Examples:
+  zklocks server                                  # a local ZooKeeper to try things with
+  zklocks run /locks/backup -- ./backup.sh        # run a command under a lock
+  zklocks status /locks/backup --watch            # who holds, who waits, live
+  zklocks ls                                      # every lock and its queue length
+  zklocks demo                                    # watch the locks work (< 1 min)
+
+\b
+Every command that talks to ZooKeeper takes --hosts (or ZKLOCKS_HOSTS), default
+127.0.0.1:2181. `zklocks COMMAND --help` shows each command's options and examples.
+"""
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        target = COMMANDS.get(cmd_name)
+        if target is None:
+            return None
+        module, _, attribute = target.partition(":")
+        command = getattr(importlib.import_module(module), attribute)
+        assert isinstance(command, click.Command)
+        return command
+
+
+@click.group(cls=_LazyGroup, context_settings=CONTEXT, epilog=EPILOG)
 @click.version_option(__version__, "--version", prog_name="zklocks")
 def main() -> None:
-    """Distributed locks on Apache ZooKeeper."""
-
-
-@main.command()
-@click.option(
-    "--port",
-    type=click.IntRange(0, 65535),
-    default=2181,
-    show_default=True,
-    help="Client port on 127.0.0.1 (0 picks a free one); members of an ensemble use the "
-    "ports from here up.",
-)
-@click.option(
-    "--data-dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    help="Keep the data here across runs (default: a temporary directory removed on exit).",
-)
-@click.option(
-    "--tick-time",
-    type=click.IntRange(1),
-    default=2000,
-    show_default=True,
-    help="ZooKeeper's tick in ms; sessions may last 2 to 20 ticks.",
-)
-@click.option(
-    "--ensemble",
-    "size",
-    type=click.IntRange(1),
-    default=None,
-    help="Run a quorum of this many members instead of one standalone server.",
-)
-def server(port: int, data_dir: Path | None, tick_time: int, size: int | None) -> None:
-    """Run a local ZooKeeper in the foreground until Ctrl-C."""
-    zookeeper: ZooKeeperServer | ZooKeeperEnsemble
-    if size is None:
-        zookeeper = ZooKeeperServer(port=port or None, data_dir=data_dir, tick_time=tick_time)
-    else:
-        ports = [port + offset for offset in range(size)] if port else None
-        zookeeper = ZooKeeperEnsemble(
-            size, client_ports=ports, data_dir=data_dir, tick_time=tick_time
-        )
-    # SIGTERM (a service manager, `kill`) shuts down as cleanly as Ctrl-C; SIGINT too,
-    # even when a shell started us in the background with SIGINT ignored.
-    signal.signal(signal.SIGTERM, _interrupt)
-    signal.signal(signal.SIGINT, _interrupt)
-    try:
-        try:
-            zookeeper.start()
-        except ServerError as error:
-            raise click.ClickException(str(error)) from error
-        _announce(zookeeper, data_dir, tick_time)
-        while zookeeper.running:
-            time.sleep(0.2)
-        raise click.ClickException("ZooKeeper exited on its own; see the log named above.")
-    except KeyboardInterrupt:
-        click.echo("Stopping ZooKeeper...", err=True)
-    finally:
-        zookeeper.stop()
-
-
-def _announce(
-    zookeeper: ZooKeeperServer | ZooKeeperEnsemble, data_dir: Path | None, tick_time: int
-) -> None:
-    kind = "standalone" if isinstance(zookeeper, ZooKeeperServer) else "ensemble"
-    keep = "kept" if data_dir is not None else "removed on exit"
-    click.echo(f"ZooKeeper ({kind}, tickTime {tick_time} ms) is serving on {zookeeper.hosts}")
-    click.echo(f"  data: {zookeeper.data_dir} ({keep})")
-    members = zookeeper.members if isinstance(zookeeper, ZooKeeperEnsemble) else [zookeeper]
-    for member in members:
-        click.echo(f"  log:  {member.log_path}")
-    click.echo("Point clients at it with:")
-    click.echo(f"  export ZKLOCKS_HOSTS={zookeeper.hosts}")
-    click.echo("Press Ctrl-C to stop.")
-
-
-def _interrupt(signum: int, frame: FrameType | None) -> None:
-    raise KeyboardInterrupt
+    """Distributed locks on Apache ZooKeeper, from the command line."""
 
 
 if __name__ == "__main__":

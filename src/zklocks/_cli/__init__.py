@@ -1,0 +1,1 @@
+"""The ``zklocks`` command line, one module per command (``zklocks.cli`` assembles them)."""

@@ -1,0 +1,162 @@
+"""What every ``zklocks`` command shares: where ZooKeeper is, connecting with errors a
+person can act on, exit statuses, and small formatting helpers."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Callable
+from typing import IO, Any, NoReturn, TypeVar
+
+import click
+
+from zklocks._errors import ConnectionFailed, InvalidArgument, InvalidPath
+from zklocks._sync.client import DEFAULT_HOSTS, Client
+from zklocks._validate import lock_path
+
+# Exit statuses (sysexits.h where one fits), documented in docs/cli.md.
+EX_USAGE = 2  # click's own for usage errors
+EX_UNAVAILABLE = 69  # ZooKeeper unreachable, or no ZooKeeper to start
+EX_SOFTWARE = 70  # the demo: an expectation failed
+EX_NOT_ACQUIRED = 75  # EX_TEMPFAIL: the lock was not acquired in time (try again later)
+EX_LOST = 76  # the lease was lost while the command ran
+EX_CANNOT_EXECUTE = 126
+EX_NOT_FOUND = 127
+
+HOSTS_ENV = "ZKLOCKS_HOSTS"
+CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+F = TypeVar("F", bound=Callable[..., Any])
+_HOST = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[^:/\[\],\s]+)(:(\d{1,5}))?$")
+
+
+class Failure(click.ClickException):
+    """An error printed as ``zklocks: message`` (no traceback), with its exit status."""
+
+    def __init__(self, message: str, exit_code: int = 1) -> None:
+        super().__init__(message)
+        setattr(self, "exit_code", exit_code)  # noqa: B010 (click declares it on the class)
+
+    def show(self, file: IO[Any] | None = None) -> None:
+        click.echo(f"zklocks: {self.format_message()}", err=True)
+
+
+def fail(message: str, exit_code: int = 1) -> NoReturn:
+    raise Failure(message, exit_code)
+
+
+def _check_hosts(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """``host[:port][,host[:port]...][/chroot]``, checked before any connection attempt."""
+    text = value.strip()
+    servers, slash, chroot = text.partition("/")
+    entries = [entry.strip() for entry in servers.split(",")]
+    bad = [entry for entry in entries if not _valid_host(entry)]
+    if not text or bad:
+        raise click.BadParameter(
+            f"{value!r} is not a ZooKeeper connect string: expected host:port[,host:port...] "
+            f"(e.g. 127.0.0.1:2181 or zk1:2181,zk2:2181,zk3:2181)"
+            + (f"; bad entry {bad[0]!r}" if bad and bad[0] else ""),
+            ctx=ctx,
+            param=param,
+        )
+    if slash and chroot:
+        try:
+            lock_path("/" + chroot)
+        except InvalidPath as error:
+            raise click.BadParameter(f"bad chroot in {value!r}: {error}", ctx, param) from None
+    return text
+
+
+def _valid_host(entry: str) -> bool:
+    match = _HOST.match(entry)
+    if match is None:
+        return False
+    port = match.group(3)
+    return port is None or 0 < int(port) < 65536
+
+
+def _hosts_callback(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    return None if value is None else _check_hosts(ctx, param, value)
+
+
+def hosts_option(
+    envvar: str | None = HOSTS_ENV,
+    default: str | None = DEFAULT_HOSTS,
+    help_text: str = "ZooKeeper to use: host:port[,host:port...][/chroot].",
+) -> Callable[[F], F]:
+    return click.option(
+        "--hosts",
+        envvar=envvar,
+        default=default,
+        show_default=default is not None,
+        show_envvar=envvar is not None,
+        callback=_hosts_callback,
+        help=help_text,
+    )
+
+
+def connect_timeout_option() -> Callable[[F], F]:
+    return click.option(
+        "--connect-timeout",
+        type=click.FloatRange(min=0.1),
+        default=5.0,
+        show_default=True,
+        metavar="SECONDS",
+        help="Give up when no ZooKeeper server answers within this time.",
+    )
+
+
+def connection_options(f: F) -> F:
+    """``--hosts`` (or ZKLOCKS_HOSTS) and ``--connect-timeout``."""
+    return hosts_option()(connect_timeout_option()(f))
+
+
+def check_path(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    try:
+        return lock_path(value)
+    except InvalidPath as error:
+        raise click.BadParameter(
+            f"{error}. A lock path looks like /locks/orders.", ctx, param
+        ) from None
+
+
+def connect(hosts: str, connect_timeout: float, *, session_timeout: float = 10.0) -> Client:
+    """A started client, or exit 69 saying which hosts did not answer and what to try."""
+    try:
+        client = Client(hosts, session_timeout=session_timeout, connect_timeout=connect_timeout)
+    except InvalidArgument as error:
+        fail(str(error), EX_USAGE)
+    try:
+        return client.start()
+    except ConnectionFailed:
+        fail(unreachable_message(hosts, connect_timeout), EX_UNAVAILABLE)
+
+
+def unreachable_message(hosts: str, connect_timeout: float) -> str:
+    return (
+        f"cannot reach ZooKeeper at {hosts} (no answer within {connect_timeout:g} s).\n"
+        "  - Is a server running there? For a local one to try things with, run:\n"
+        "        zklocks server\n"
+        "  - Elsewhere? Pass --hosts host:port[,host:port...] or set ZKLOCKS_HOSTS.\n"
+        "  - Slow network? Allow more time with --connect-timeout SECONDS."
+    )
+
+
+def seconds(value: float) -> str:
+    """A duration for people: 0.4s, 12s, 3m05s, 2h07m."""
+    value = max(0.0, value)
+    if value < 10:
+        return f"{value:.1f}s"
+    if value < 60:
+        return f"{value:.0f}s"
+    minutes, secs = divmod(int(value), 60)
+    if minutes < 60:
+        return f"{minutes}m{secs:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m"
+
+
+def age(created: dt.datetime, now: dt.datetime | None = None) -> float:
+    """Seconds since ``created`` (never negative: clocks of two machines may disagree)."""
+    now = now or dt.datetime.now(tz=dt.timezone.utc)
+    return max(0.0, (now - created).total_seconds())

@@ -1,0 +1,449 @@
+"""``zklocks run``: run a command while holding a lock, like ``flock(1)`` for a cluster.
+
+Theory of operation
+-------------------
+1. **Connect** with SIGINT/SIGTERM/SIGHUP/SIGQUIT blocked, so the client's threads
+   (which inherit the mask) never take them: every signal lands on the main thread,
+   where a handler can act at once.
+2. **Wait** for the lock in the main thread. A signal raises ``_Interrupted`` inside the
+   acquire flow, which deletes our node on its way out (every way out does); then we
+   close the session and exit 128+signal (130 for Ctrl-C). Not acquired in time: 75.
+3. **Run** the command with ``ZKLOCKS_TOKEN``/``ZKLOCKS_NODE``/``ZKLOCKS_PATH`` set. One
+   event wakes the main loop: the command exited (a waiter thread), a signal arrived
+   (the handler), or the lease was lost (its lost-callback, on the client's event
+   thread, only sets the event). Nothing polls ZooKeeper; the loop also wakes once a
+   second to apply the lease's clock rule, which needs no request.
+4. **Stop** the command on loss or on a signal: SIGTERM (or the signal itself), SIGKILL
+   after ``--kill-after``. We never release while the command may still run: the lock
+   protects its work, not ours.
+5. **Release**, close the session (the server drops any node of ours at once), exit with
+   the command's status, 76 if the lease was lost, 128+signal if we were signalled.
+
+Where the command runs: with a terminal in the foreground (an operator typing), the
+command shares our process group, so it can read the terminal and gets Ctrl-C and
+Ctrl-Z straight from it, as under a shell; we then forward only SIGTERM and SIGHUP.
+Otherwise (scripts, cron, CI) it gets a process group of its own, as under
+``timeout(1)``: signals we receive are forwarded to the whole group, and a lost lease
+stops the whole group, grandchildren included.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from types import FrameType
+from typing import Any
+
+import click
+
+from zklocks._cli.common import (
+    CONTEXT,
+    EX_CANNOT_EXECUTE,
+    EX_LOST,
+    EX_NOT_ACQUIRED,
+    EX_NOT_FOUND,
+    check_path,
+    connect,
+    connection_options,
+    fail,
+    seconds,
+)
+from zklocks._errors import LockError, LockTimeout
+from zklocks._lease import Lease
+from zklocks._sync.client import Client
+from zklocks._sync.locks import Lock
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+#: What a terminal sends the whole foreground process group: not forwarded in foreground.
+TERMINAL_SIGNALS = frozenset({signal.SIGINT, signal.SIGQUIT})
+CHECK_INTERVAL = 1.0  # the lease's clock rule is applied at least this often
+
+EPILOG = """\b
+Examples:
+  zklocks run /locks/backup -- ./backup.sh --full
+  zklocks run /locks/report --timeout 30 -- make report
+  zklocks run /locks/deploy --non-blocking -- ./deploy.sh || echo "busy, skipped"
+  zklocks run /locks/db --read  -- ./dump.sh        # shared with other readers
+  zklocks run /locks/db --write -- ./migrate.sh     # alone
+  zklocks run /locks/api --semaphore 3 -- ./call-api.sh
+  zklocks run /locks/x -- sh -c 'echo "token $ZKLOCKS_TOKEN, node $ZKLOCKS_NODE"'
+
+\b
+The command sees ZKLOCKS_TOKEN (the fencing token: pass it to what the lock protects),
+ZKLOCKS_NODE (our contender node) and ZKLOCKS_PATH.
+
+\b
+Exit status: the command's own; 75 not acquired (--timeout, --non-blocking);
+76 the lock was lost while the command ran (it was stopped); 130 interrupted (Ctrl-C);
+69 ZooKeeper unreachable; 126/127 the command could not be run; 2 usage error.
+"""
+
+
+class _Interrupted(KeyboardInterrupt):
+    """A stop signal while we wait for the lock (raised into the acquire flow)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _raise_interrupted(signum: int, frame: FrameType | None) -> None:
+    raise _Interrupted(signum)
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    path: str
+    command: tuple[str, ...]
+    kind: str  # lock | read | write | semaphore
+    permits: int | None
+    timeout: float | None
+    non_blocking: bool
+    identifier: str | None
+    kill_after: float
+    session_timeout: float
+    verbose: bool
+    hosts: str
+    connect_timeout: float
+
+
+@click.command(
+    context_settings=CONTEXT, epilog=EPILOG, short_help="Run a command while holding a lock."
+)
+@click.argument("path", callback=check_path)
+@click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="-- COMMAND [ARGS]...")
+@click.option("--read", "mode", flag_value="read", help="Take the shared (read) side.")
+@click.option("--write", "mode", flag_value="write", help="Take the exclusive (write) side.")
+@click.option(
+    "--semaphore",
+    "permits",
+    type=click.IntRange(1, 10**9 - 1),
+    metavar="N",
+    help="Let up to N commands run at once.",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0),
+    metavar="SECONDS",
+    help="Give up (exit 75) when not acquired in time. Default: wait as long as it takes.",
+)
+@click.option(
+    "-n",
+    "--non-blocking",
+    is_flag=True,
+    help="Give up at once (exit 75) when someone else holds it.",
+)
+@click.option(
+    "--identifier",
+    metavar="TEXT",
+    help="How `zklocks status` names us. Default: the command line.",
+)
+@click.option(
+    "--kill-after",
+    type=click.FloatRange(min=0),
+    default=10.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="After SIGTERM, wait this long for the command to exit, then SIGKILL it.",
+)
+@click.option(
+    "--session-timeout",
+    type=click.FloatRange(min=0.1),
+    default=10.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="If this process dies, the lock is freed this long after.",
+)
+@click.option("-v", "--verbose", is_flag=True, help="Say when the lock is acquired and released.")
+@connection_options
+def run(
+    path: str,
+    command: tuple[str, ...],
+    mode: str | None,
+    permits: int | None,
+    timeout: float | None,
+    non_blocking: bool,
+    identifier: str | None,
+    kill_after: float,
+    session_timeout: float,
+    verbose: bool,
+    hosts: str,
+    connect_timeout: float,
+) -> None:
+    """Run COMMAND while holding the lock at PATH; release it when COMMAND exits.
+
+    Waits in a fair (first come, first served) queue. If the lock is lost while the
+    command runs (ZooKeeper expired our session), the command is stopped: SIGTERM,
+    then SIGKILL after --kill-after.
+    """
+    if not command:
+        raise click.UsageError(
+            "missing the command to run after '--', e.g.\n"
+            f"  zklocks run {path} -- ./backup.sh --full"
+        )
+    if mode is not None and permits is not None:
+        raise click.UsageError("--semaphore cannot be combined with --read or --write")
+    if non_blocking and timeout is not None:
+        raise click.UsageError("--non-blocking and --timeout exclude each other")
+    kind = "semaphore" if permits is not None else mode or "lock"
+    options = RunOptions(
+        path=path,
+        command=command,
+        kind=kind,
+        permits=permits,
+        timeout=timeout,
+        non_blocking=non_blocking or timeout == 0,
+        identifier=identifier or _describe(command),
+        kill_after=kill_after,
+        session_timeout=session_timeout,
+        verbose=verbose,
+        hosts=hosts,
+        connect_timeout=connect_timeout,
+    )
+    sys.exit(execute(options))
+
+
+def _describe(command: tuple[str, ...]) -> str:
+    text = shlex.join(command)
+    printable = "".join(ch if ch.isprintable() else "?" for ch in text)
+    return printable if len(printable) <= 200 else printable[:199] + "…"
+
+
+def note(message: str) -> None:
+    click.echo(f"zklocks: {message}", err=True)
+
+
+def execute(options: RunOptions) -> int:
+    """Everything after argument parsing; returns the exit status."""
+    previous = {sig: signal.signal(sig, _raise_interrupted) for sig in STOP_SIGNALS}
+    client: Client | None = None
+    try:
+        with _signals_blocked():  # the client's threads inherit the mask
+            client = connect(
+                options.hosts, options.connect_timeout, session_timeout=options.session_timeout
+            )
+        return _Run(options, client).run()
+    except _Interrupted as interrupt:
+        if client is not None:
+            note(f"interrupted ({interrupt}) while waiting for {options.path}; left the queue")
+        return 128 + interrupt.signum
+    finally:
+        for sig in STOP_SIGNALS:  # a second Ctrl-C must not cut the cleanup short
+            signal.signal(sig, signal.SIG_IGN)
+        if client is not None:
+            client.stop()  # closes the session: the server deletes any node of ours now
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+@contextlib.contextmanager
+def _signals_blocked() -> Any:
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def _terminal_foreground() -> bool:
+    """Is a terminal's foreground process group ours (someone typing at us)?"""
+    for stream in (sys.stdin, sys.stdout, sys.stderr):
+        try:
+            fd = stream.fileno()
+            if os.isatty(fd):
+                return os.tcgetpgrp(fd) == os.getpgrp()
+        except (OSError, ValueError, AttributeError):
+            continue
+    return False
+
+
+class _Run:
+    def __init__(self, options: RunOptions, client: Client) -> None:
+        self.options = options
+        self.client = client
+        self.foreground = _terminal_foreground()
+        self.wake = threading.Event()
+        self.received: list[int] = []
+        self.child: subprocess.Popen[bytes] | None = None
+
+    # -- 1. the lock --------------------------------------------------------------------
+
+    def _lock(self) -> Lock:
+        o = self.options
+        if o.kind == "semaphore":
+            assert o.permits is not None
+            return self.client.semaphore(o.path, permits=o.permits, identifier=o.identifier)
+        if o.kind in ("read", "write"):
+            rw = self.client.read_write_lock(o.path, identifier=o.identifier)
+            return rw.read if o.kind == "read" else rw.write
+        return self.client.lock(o.path, identifier=o.identifier)
+
+    def run(self) -> int:
+        lock = self._lock()
+        started = time.monotonic()
+        try:
+            if self.options.non_blocking:
+                lease = lock.try_acquire()
+            else:
+                lease = lock.acquire(self.options.timeout)
+        except LockTimeout:
+            lease = None
+        except LockError as error:
+            fail(f"cannot take {self.options.path}: {error}")
+        if lease is None:
+            note(self._not_acquired(lock))
+            return EX_NOT_ACQUIRED
+        if self.options.verbose:
+            waited = seconds(time.monotonic() - started)
+            note(f"acquired {lease.node} (token {lease.token}) after {waited}")
+        try:
+            status = self._run_command(lease)
+        finally:
+            self._release(lock)
+        return status
+
+    def _not_acquired(self, lock: Lock) -> str:
+        o = self.options
+        why = (
+            "not acquired (--non-blocking)"
+            if o.non_blocking
+            else (f"not acquired within {o.timeout:g} s")
+        )
+        try:
+            holders = [c for c in lock.contenders() if c.holder]
+        except LockError:
+            holders = []
+        if not holders:
+            return f"{o.path}: {why}"
+        who = "; ".join(
+            f"{c.identifier} (pid {c.pid} on {c.host}, token {c.token})" for c in holders[:3]
+        )
+        more = f" and {len(holders) - 3} more" if len(holders) > 3 else ""
+        return f"{o.path}: {why}; held by {who}{more}"
+
+    def _release(self, lock: Lock) -> None:
+        if not self.client.connected:
+            # Cut off: a delete would wait for the connection. Closing the session ends
+            # it (or the server expires it): either way our node goes.
+            note(f"not connected to ZooKeeper; {self.options.path} is freed when our session ends")
+            return
+        try:
+            lock.release()
+        except LockError as error:
+            note(f"could not release {self.options.path} cleanly ({error}); closing the session")
+            return
+        if self.options.verbose:
+            note(f"released {self.options.path}")
+
+    # -- 2. the command -----------------------------------------------------------------
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        self.received.append(signum)
+        self.wake.set()
+
+    def _spawn(self, lease: Lease) -> subprocess.Popen[bytes]:
+        env = {
+            **os.environ,
+            "ZKLOCKS_TOKEN": str(lease.token),
+            "ZKLOCKS_NODE": lease.node,
+            "ZKLOCKS_PATH": self.options.path,
+        }
+        group: dict[str, Any] = {}
+        if not self.foreground:
+            if sys.version_info >= (3, 11):
+                group["process_group"] = 0
+            else:
+                group["start_new_session"] = True
+        return subprocess.Popen(list(self.options.command), env=env, **group)
+
+    def _run_command(self, lease: Lease) -> int:
+        for sig in STOP_SIGNALS:
+            signal.signal(sig, self._on_signal)
+        lease.add_lost_callback(lambda _lease: self.wake.set())
+        try:
+            child = self._spawn(lease)
+        except FileNotFoundError:
+            note(f"cannot run {self.options.command[0]!r}: command not found")
+            return EX_NOT_FOUND
+        except OSError as error:
+            note(f"cannot run {self.options.command[0]!r}: {error.strerror or error}")
+            return EX_CANNOT_EXECUTE
+        self.child = child
+        with _signals_blocked():  # the waiter thread must not take our signals
+            threading.Thread(target=self._wait_child, name="zklocks-child", daemon=True).start()
+        return self._supervise(lease, child)
+
+    def _wait_child(self) -> None:
+        assert self.child is not None
+        self.child.wait()
+        self.wake.set()
+
+    def _supervise(self, lease: Lease, child: subprocess.Popen[bytes]) -> int:
+        kill_at: float | None = None  # when to SIGKILL, once a stop was asked for
+        ours: int | None = None  # the exit status we decided, overriding the command's
+        lost_seen = False
+        while True:
+            self.wake.clear()
+            if child.poll() is not None:
+                break
+            while self.received:
+                sig = self.received.pop(0)
+                if self.foreground and sig in TERMINAL_SIGNALS:
+                    continue  # the terminal sent it to the command as well
+                if kill_at is not None:
+                    self._signal(signal.SIGKILL)  # asked twice: no more patience
+                    continue
+                self._signal(signal.Signals(sig))
+                ours = 128 + sig
+                kill_at = time.monotonic() + self.options.kill_after
+            if not lost_seen and lease.lost:
+                lost_seen = True
+                ours = EX_LOST
+                note(
+                    f"lost the lock on {self.options.path} while the command ran "
+                    f"({lease.lost_reason}); stopping it with SIGTERM"
+                )
+                self._signal(signal.SIGTERM)
+                if kill_at is None:
+                    kill_at = time.monotonic() + self.options.kill_after
+            if kill_at is not None and time.monotonic() >= kill_at:
+                note(
+                    f"the command did not exit {self.options.kill_after:g} s after SIGTERM; "
+                    "sending SIGKILL"
+                )
+                self._signal(signal.SIGKILL)
+                kill_at = None
+            wait = CHECK_INTERVAL
+            if kill_at is not None:
+                wait = max(0.0, min(wait, kill_at - time.monotonic()))
+            self.wake.wait(wait)
+        returncode = child.returncode
+        status = 128 - returncode if returncode < 0 else returncode
+        if lease.lost and not lost_seen:
+            lost_seen = True
+            ours = EX_LOST
+            note(
+                f"lost the lock on {self.options.path} while the command ran "
+                f"({lease.lost_reason}); it exited with status {status} meanwhile"
+            )
+        if lost_seen and not self.foreground:
+            self._signal(signal.SIGKILL)  # no straggler of its group may go on unprotected
+        return status if ours is None else ours
+
+    def _signal(self, sig: signal.Signals) -> None:
+        child = self.child
+        if child is None:
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            if self.foreground:
+                if child.poll() is None:
+                    child.send_signal(sig)
+            else:
+                os.killpg(child.pid, sig)  # its own group: grandchildren too

@@ -1,0 +1,352 @@
+"""``zklocks status`` (who holds, who waits, whom each waiter watches) and ``zklocks ls``.
+
+``status --watch`` redraws on ZooKeeper child watches: arm the watch, list, draw, wait.
+Between changes it only redraws the durations from the clock; it sends no request.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import signal
+import sys
+import time
+from collections.abc import Sequence
+from types import FrameType
+from typing import Any
+
+import click
+from rich.console import Console, Group, RenderableType
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from zklocks._cli.common import CONTEXT, age, connect, connection_options, fail, seconds
+from zklocks._contenders import list_contenders
+from zklocks._errors import ClientClosed, LockError
+from zklocks._inspect import LockSummary, Place, arm_change_watch, line_up, walk_locks
+from zklocks._sync.client import Client
+from zklocks._validate import lock_path
+
+REDRAW_INTERVAL = 1.0  # durations tick on screen; ZooKeeper is not asked again
+
+STATUS_EPILOG = """\b
+Examples:
+  zklocks status /locks/orders
+  zklocks status /locks/orders --watch        # redraws on every change (Ctrl-C to stop)
+  zklocks status /locks/orders --json | jq '.waiters | length'
+  zklocks status /locks/orders --watch --json # one JSON document per line, per change
+
+\b
+"for": how long a waiter has waited; for a holder, how long since it joined the
+queue ("≤": ZooKeeper does not record the moment a lock was granted, so this is an
+upper bound unless --watch saw the grant happen).
+"""
+
+LS_EPILOG = """\b
+Examples:
+  zklocks ls                 # every lock in the whole tree
+  zklocks ls /locks
+  zklocks ls /locks --json
+"""
+
+
+# -- data ---------------------------------------------------------------------------
+
+
+def snapshot(client: Client, path: str) -> dict[str, Any]:
+    """The state of one lock as a JSON-ready dict (the ``--json`` document)."""
+    contenders = client._run(list_contenders(path))
+    now = dt.datetime.now(tz=dt.timezone.utc)
+    entries = [_entry(place, now) for place in line_up(contenders)]
+    holders = [e for e in entries if e["holder"]]
+    return {
+        "path": path,
+        "token": max((e["token"] for e in holders), default=None),
+        "holders": holders,
+        "waiters": [e for e in entries if not e["holder"]],
+        "at": now.isoformat(timespec="milliseconds"),
+    }
+
+
+def _entry(place: Place, now: dt.datetime) -> dict[str, Any]:
+    c = place.contender
+    return {
+        "position": place.place,
+        "holder": c.holder,
+        "node": c.node,
+        "kind": c.kind,
+        "sequence": c.sequence,
+        "identifier": c.identifier,
+        "host": c.host,
+        "pid": c.pid,
+        "token": c.token,
+        "joined": c.created.isoformat(timespec="milliseconds"),
+        "age_s": round(age(c.created, now), 3),
+        "held_s": None,  # known only when --watch saw the grant
+        "waits_for": list(place.waits_for),
+        "refused": place.refused,
+    }
+
+
+# -- drawing ------------------------------------------------------------------------
+
+
+def _short(node: str) -> str:
+    """``lock-<32 hex>-0000000007`` -> ``lock-…0007``: enough to tell nodes apart."""
+    name = node.rsplit("/", 1)[1]
+    parts = name.split("-")
+    if len(parts) >= 3 and parts[-1].lstrip("-").isdigit():
+        return f"{parts[0]}-…{parts[-1][-4:]}"
+    return name
+
+
+def render(state: dict[str, Any], *, observed_at: float | None = None) -> RenderableType:
+    """The table ``zklocks status`` prints, durations advanced to now."""
+    drift = 0.0 if observed_at is None else max(0.0, time.monotonic() - observed_at)
+    holders, waiters = state["holders"], state["waiters"]
+    positions = {e["node"]: e["position"] for e in holders + waiters}
+    token = state["token"]
+    title = Text.assemble(
+        (state["path"], "bold"),
+        f"  {len(holders)} holding, {len(waiters)} waiting",
+        ("  fencing token " + (str(token) if token is not None else "-"), "cyan"),
+    )
+    if not holders and not waiters:
+        return Group(title, Text("nobody holds or waits for this lock", style="dim"))
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    for name, justify in (
+        ("#", "right"),
+        ("state", "left"),
+        ("kind", "left"),
+        ("identifier", "left"),
+        ("host", "left"),
+        ("pid", "right"),
+        ("for", "right"),
+        ("token", "right"),
+        ("watches", "left"),
+    ):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    for entry in holders + waiters:
+        if entry["holder"]:
+            state_text = Text("holding", style="green")
+            if entry["held_s"] is not None:
+                duration = seconds(entry["held_s"] + drift)
+            else:
+                duration = "≤" + seconds(entry["age_s"] + drift)
+        else:
+            state_text = Text("refused" if entry["refused"] else "waiting", style="yellow")
+            duration = seconds(entry["age_s"] + drift)
+        watches = ", ".join(
+            f"#{positions[n]}" if n in positions else _short(n) for n in entry["waits_for"]
+        )
+        table.add_row(
+            str(entry["position"]),
+            state_text,
+            entry["kind"],
+            entry["identifier"],
+            entry["host"],
+            str(entry["pid"] or ""),
+            duration,
+            str(entry["token"]),
+            watches,
+        )
+    return Group(title, table)
+
+
+def _console() -> Console:
+    return Console(highlight=False, soft_wrap=False)
+
+
+def _print(console: Console, renderable: RenderableType) -> None:
+    """Print; to a file or pipe without the padding rich leaves at the ends of lines."""
+    if console.is_terminal:
+        console.print(renderable)
+        return
+    with console.capture() as captured:
+        console.print(renderable)
+    lines = captured.get().splitlines()
+    click.echo("\n".join(line.rstrip() for line in lines))
+
+
+# -- commands -----------------------------------------------------------------------
+
+
+@click.command(
+    context_settings=CONTEXT,
+    epilog=STATUS_EPILOG,
+    short_help="Show who holds a lock and who waits.",
+)
+@click.argument("path")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@click.option(
+    "--watch",
+    is_flag=True,
+    help="Keep running and redraw on every change (driven by ZooKeeper watches).",
+)
+@connection_options
+def status(path: str, as_json: bool, watch: bool, hosts: str, connect_timeout: float) -> None:
+    """Show who holds the lock at PATH and who waits, in queue order.
+
+    For each contender: kind, identifier, host, pid, how long it has held or waited,
+    its fencing token, and which node it watches (the watch chain). Reads only.
+    """
+    path = _path_argument(path)
+    client = connect(hosts, connect_timeout)
+    try:
+        if watch:
+            _watch(client, path, as_json)
+            return
+        state = snapshot(client, path)
+        if as_json:
+            click.echo(json.dumps(state, indent=2))
+            return
+        console = _console()
+        _print(console, render(state))
+        if not state["holders"] and not state["waiters"]:
+            _hint_not_a_lock(client, path, console)
+    except (LockError, ClientClosed) as error:
+        fail(f"cannot read {path}: {error}")
+    finally:
+        client.stop()
+
+
+def _path_argument(path: str) -> str:
+    try:
+        return lock_path(path)
+    except LockError as error:
+        raise click.BadParameter(
+            f"{error}. A lock path looks like /locks/orders.", param_hint="PATH"
+        ) from None
+
+
+def _hint_not_a_lock(client: Client, path: str, console: Console) -> None:
+    locks = client._run(walk_locks(path))
+    below = [summary.path for summary in locks if summary.path != path]
+    if below:
+        shown = ", ".join(below[:3]) + (" ..." if len(below) > 3 else "")
+        console.print(Text(f"(locks below it: {shown}; see `zklocks ls {path}`)", style="dim"))
+
+
+def _watch(client: Client, path: str, as_json: bool) -> None:
+    """Arm the child watch, list, draw; redraw on the watch (or to advance durations)."""
+    for sig in (signal.SIGTERM, signal.SIGHUP):  # leave the terminal tidy (cursor shown)
+        signal.signal(sig, _interrupt)
+    granted_at: dict[str, float] = {}
+    seen_waiting: set[str] = set()
+    console = _console()
+    live: Live | None = None
+    if not as_json and console.is_terminal:
+        live = Live(console=console, auto_refresh=False, transient=False)
+        live.start()
+    shown: object = None  # who held and waited in the last document printed
+    try:
+        while True:
+            changed = arm_change_watch(client, path)
+            state = snapshot(client, path)
+            observed_at = time.monotonic()
+            _note_grants(state, seen_waiting, granted_at, observed_at)
+            if live is None:
+                # A printed document per change of the queue; a watch that fired for a
+                # change the listing already showed prints nothing new.
+                line_up_now = _queue_key(state)
+                if line_up_now != shown:
+                    shown = line_up_now
+                    if as_json:
+                        click.echo(json.dumps(state, separators=(",", ":")))
+                    else:
+                        console.print(Text(f"-- {state['at']}", style="dim"))
+                        _print(console, render(state))
+                    sys.stdout.flush()
+                changed.wait()
+                continue
+            while True:
+                live.update(render(state, observed_at=observed_at), refresh=True)
+                if changed.wait(REDRAW_INTERVAL):
+                    break
+    except KeyboardInterrupt:
+        pass
+    finally:
+        if live is not None:
+            live.stop()
+
+
+def _queue_key(state: dict[str, Any]) -> tuple[tuple[str, bool], ...]:
+    return tuple((e["node"], e["holder"]) for e in state["holders"] + state["waiters"])
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
+def _note_grants(
+    state: dict[str, Any], seen_waiting: set[str], granted_at: dict[str, float], now: float
+) -> None:
+    """Remember when a node we saw waiting became a holder: its held time is then known."""
+    for entry in state["waiters"]:
+        seen_waiting.add(entry["node"])
+    present = {e["node"] for e in state["holders"]} | {e["node"] for e in state["waiters"]}
+    for entry in state["holders"]:
+        node = entry["node"]
+        if node in seen_waiting and node not in granted_at:
+            granted_at[node] = now
+        if node in granted_at:
+            entry["held_s"] = round(now - granted_at[node], 3)
+    for node in list(granted_at):
+        if node not in present:
+            del granted_at[node]
+    seen_waiting.intersection_update(present)
+
+
+@click.command(
+    name="ls",
+    context_settings=CONTEXT,
+    epilog=LS_EPILOG,
+    short_help="List every lock under a root.",
+)
+@click.argument("root", default="/")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@connection_options
+def ls(root: str, as_json: bool, hosts: str, connect_timeout: float) -> None:
+    """List every lock at or under ROOT (default: the whole tree) with holder and waiter
+    counts and the holders' fencing tokens."""
+    if root != "/":
+        root = _path_argument(root)
+    client = connect(hosts, connect_timeout)
+    try:
+        summaries = client._run(walk_locks(root))
+    except (LockError, ClientClosed) as error:
+        fail(f"cannot list {root}: {error}")
+    finally:
+        client.stop()
+    if as_json:
+        click.echo(json.dumps([_summary_json(s) for s in summaries], indent=2))
+        return
+    console = _console()
+    if not summaries:
+        console.print(f"no locks under {root}")
+        return
+    _print(console, _ls_table(summaries))
+
+
+def _summary_json(summary: LockSummary) -> dict[str, Any]:
+    return {
+        "path": summary.path,
+        "kind": summary.kind,
+        "holders": summary.holders,
+        "waiters": summary.waiters,
+        "tokens": list(summary.tokens),
+    }
+
+
+def _ls_table(summaries: Sequence[LockSummary]) -> Table:
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    table.add_column("path")
+    table.add_column("kind")
+    table.add_column("holding", justify="right")
+    table.add_column("waiting", justify="right")
+    table.add_column("token", justify="right")
+    for s in summaries:
+        tokens = ", ".join(map(str, s.tokens[:3])) + (" …" if len(s.tokens) > 3 else "")
+        table.add_row(s.path, s.kind, str(s.holders), str(s.waiters), tokens or "-")
+    return table

@@ -1,0 +1,203 @@
+"""Read-only views of locks for people and tools: ``zklocks status``, ``ls`` and ``demo``.
+
+Like ``list_contenders`` these are flows (no I/O: they yield ``zklocks._ops`` and are
+sent replies), run with ``Client._run``. Who holds and whom each waiter watches are
+computed with the very strategies the locks use (``zklocks._strategies.decide``), so
+what an operator sees is what the locks decide, not a second opinion.
+
+``arm_change_watch`` is the one helper that needs a live session: it sets a ZooKeeper
+child watch *before* the caller lists the contenders, so no change can slip in between
+the listing and the watch (``status --watch`` redraws on it; nothing polls).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Generator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from zklocks import _nodes
+from zklocks._contenders import Contender
+from zklocks._errors import LockError
+from zklocks._ops import Delete, Exists, GetChildren, Op, Pipeline, Stat
+from zklocks._protocol.errors import (
+    ConnectionLossError,
+    NoNodeError,
+    ZooKeeperError,
+)
+from zklocks._strategies import Granted, Refused, WaitFor, decide
+
+if TYPE_CHECKING:
+    from zklocks._sync.client import Client
+
+#: Requests per pipelined round trip when walking a tree.
+BATCH = 256
+RESERVED = "/zookeeper"
+
+
+@dataclass(frozen=True, slots=True)
+class Place:
+    """A contender and where it stands: its place in line and whom it waits for.
+
+    ``waits_for`` holds the full paths of the nodes the contender watches (empty for a
+    holder): the watch chain. ``refused`` says why a contender can never be granted
+    (e.g. semaphore contenders that disagree on the permits).
+    """
+
+    contender: Contender
+    place: int
+    waits_for: tuple[str, ...] = ()
+    refused: str | None = None
+
+    @property
+    def holder(self) -> bool:
+        return self.contender.holder
+
+
+def line_up(contenders: Sequence[Contender]) -> list[Place]:
+    """``contenders`` in line order, each with the nodes it watches (the watch chain)."""
+    by_name = {c.node.rsplit("/", 1)[1]: c for c in contenders}
+    queue = _nodes.queue(by_name)
+    places: list[Place] = []
+    for index, me in enumerate(queue, start=1):
+        contender = by_name[me.name]
+        parent = contender.node.rsplit("/", 1)[0]
+        decision = decide(me, queue)
+        if isinstance(decision, WaitFor):
+            places.append(Place(contender, index, tuple(f"{parent}/{n}" for n in decision.nodes)))
+        elif isinstance(decision, Refused):
+            places.append(Place(contender, index, refused=decision.reason))
+        else:
+            assert isinstance(decision, Granted)
+            places.append(Place(contender, index))
+    return places
+
+
+@dataclass(frozen=True, slots=True)
+class LockSummary:
+    """One lock path found under a root, for ``zklocks ls``."""
+
+    path: str
+    kinds: tuple[str, ...]  # distinct contender kinds, in line order
+    permits: int | None  # a semaphore's permits
+    holders: int
+    waiters: int
+    tokens: tuple[int, ...]  # the holders' fencing tokens, in line order
+
+    @property
+    def kind(self) -> str:
+        """In words: "lock", "read/write", "semaphore(3)", ..."""
+        if "lease" in self.kinds:
+            return f"semaphore({self.permits})"
+        if set(self.kinds) & {"read", "write"}:
+            return "read/write"
+        return "lock"
+
+
+def _join(parent: str, child: str) -> str:
+    return f"/{child}" if parent == "/" else f"{parent}/{child}"
+
+
+def walk_locks(root: str) -> Generator[Op, Any, list[LockSummary]]:
+    """Every lock path at or under ``root`` (sorted), with holder and waiter counts.
+
+    A lock path is a node with contender children; every other child is descended
+    into (contender nodes are ephemeral and have none). Each level is read in
+    pipelined batches, so the walk costs about one round trip per level.
+    """
+    found: list[tuple[str, list[_nodes.NodeName]]] = []
+    frontier = [root]
+    while frontier:
+        chunk, frontier = frontier[:BATCH], frontier[BATCH:]
+        replies = yield Pipeline(tuple(GetChildren(path) for path in chunk))
+        for path, reply in zip(chunk, replies, strict=True):
+            if isinstance(reply, ConnectionLossError):
+                frontier.append(path)  # sent again once the connection is back
+                continue
+            if isinstance(reply, NoNodeError):
+                continue  # deleted meanwhile
+            if not isinstance(reply, list):
+                raise LockError(f"cannot list {path}: {reply}")
+            line = _nodes.queue(reply)
+            if line:
+                found.append((path, line))
+            contenders = {node.name for node in line}
+            for child in sorted(reply):
+                below = _join(path, child)
+                if child not in contenders and below != RESERVED:
+                    frontier.append(below)
+    summaries = []
+    for path, line in sorted(found):
+        holding = [node for node in line if isinstance(decide(node, line), Granted)]
+        tokens = yield from _tokens([f"{path}/{node.name}" for node in holding])
+        permits = next((node.permits for node in line if node.permits), None)
+        summaries.append(
+            LockSummary(
+                path=path,
+                kinds=tuple(dict.fromkeys(node.kind for node in line)),
+                permits=permits,
+                holders=len(holding),
+                waiters=len(line) - len(holding),
+                tokens=tokens,
+            )
+        )
+    return summaries
+
+
+def _tokens(nodes: list[str]) -> Generator[Op, Any, tuple[int, ...]]:
+    """The fencing tokens (creation zxids) of ``nodes``; vanished ones are left out."""
+    tokens: list[int] = []
+    for start in range(0, len(nodes), BATCH):
+        chunk = nodes[start : start + BATCH]
+        replies = yield Pipeline(tuple(Exists(node) for node in chunk))
+        tokens.extend(reply.czxid for reply in replies if isinstance(reply, Stat))
+    return tuple(tokens)
+
+
+def delete_tree(root: str) -> Generator[Op, Any, list[str]]:
+    """Delete ``root`` and everything under it, deepest first; the paths left over.
+
+    A node that gains a child meanwhile (someone still queueing) is left and reported.
+    """
+    levels: list[list[str]] = []
+    frontier = [root]
+    while frontier:
+        levels.append(frontier)
+        replies = yield Pipeline(tuple(GetChildren(path) for path in frontier))
+        below: list[str] = []
+        for path, reply in zip(frontier, replies, strict=True):
+            if isinstance(reply, list):
+                below.extend(_join(path, child) for child in reply)
+        frontier = below
+    left: list[str] = []
+    for level in reversed(levels):
+        replies = yield Pipeline(tuple(Delete(path) for path in level))
+        for path, reply in zip(level, replies, strict=True):
+            if isinstance(reply, ZooKeeperError) and not isinstance(reply, NoNodeError):
+                left.append(path)  # NotEmptyError: someone queued meanwhile
+    return left
+
+
+def arm_change_watch(client: Client, path: str) -> threading.Event:
+    """An event set when a contender joins or leaves ``path`` (or ``path`` is created).
+
+    Arm it, *then* list the contenders, then wait on it: a change after the listing
+    fires the watch, so none is missed. Any session trouble also sets it, so the
+    caller lists again and sees the error.
+    """
+    session = client._session_or_raise()
+    changed = threading.Event()
+
+    def fire(_event: object) -> None:
+        changed.set()
+
+    reply = session.call([GetChildren(path)], None, fire)[0]
+    if isinstance(reply, NoNodeError):
+        # no lock path yet: an exists-watch fires when it is created
+        reply = session.call([Exists(path)], None, fire)[0]
+        if reply is not None:  # created in between (a Stat), or an error: look again
+            changed.set()
+    elif not isinstance(reply, list):
+        changed.set()
+    return changed
