@@ -14,6 +14,7 @@ import os
 import signal
 from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -64,6 +65,20 @@ def zk_server() -> Iterator[ZooKeeperServer]:
     """
     with ZooKeeperServer(tick_time=200, max_session_timeout=60_000) as server:
         yield server
+
+
+@pytest.fixture
+def kazoo(zk_server: ZooKeeperServer) -> Iterator[Any]:
+    """An independent kazoo client on ``zk_server``, to look at and poke the server."""
+    from kazoo.client import KazooClient
+
+    client = KazooClient(hosts=zk_server.hosts)
+    client.start(timeout=15)
+    try:
+        yield client
+    finally:
+        client.stop()
+        client.close()
 
 
 @pytest.fixture

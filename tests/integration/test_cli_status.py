@@ -34,17 +34,6 @@ HOLD = "echo held; cat >/dev/null"  # holds until its stdin closes
 
 
 @pytest.fixture
-def kazoo(zk_server: ZooKeeperServer) -> Iterator[KazooClient]:
-    client = KazooClient(hosts=zk_server.hosts)
-    client.start(timeout=15)
-    try:
-        yield client
-    finally:
-        client.stop()
-        client.close()
-
-
-@pytest.fixture
 def path() -> str:
     return f"/cli-status/{uuid.uuid4().hex[:10]}"
 

@@ -9,17 +9,17 @@ the code under test, always from a worker thread so our event loop keeps running
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import threading
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable
 from typing import Any, TypeVar
 
 import pytest
 from kazoo.client import KazooClient
 
+from connection_support import WAIT, States, Watched, until
 from zklocks import _ops
 from zklocks._connection import Connection, EventType, SessionState, WatchEvent
 from zklocks._ops import Created, NodeData, Stat
@@ -44,7 +44,6 @@ from zklocks._protocol.records import (
 from zklocks.server import ZooKeeperServer
 
 T = TypeVar("T")
-WAIT = 10.0  # the longest any condition below may take to come true
 
 
 def run(coro: Awaitable[T], timeout: float = 60.0) -> T:
@@ -56,66 +55,6 @@ def run(coro: Awaitable[T], timeout: float = 60.0) -> T:
 
 def open_fds() -> int:
     return len(os.listdir("/proc/self/fd"))
-
-
-class States:
-    """Records a connection's state changes; await one with a deadline."""
-
-    def __init__(self, conn: Connection) -> None:
-        self.seen: list[SessionState] = []
-        self._changed = asyncio.Event()
-        conn.add_state_listener(self._on)
-
-    def _on(self, state: SessionState) -> None:
-        self.seen.append(state)
-        self._changed.set()
-
-    async def wait(self, state: SessionState, *, after: int = 0, timeout: float = WAIT) -> int:
-        """Index in ``seen`` of the first ``state`` at or after ``after``."""
-        deadline = time.monotonic() + timeout
-        while state not in self.seen[after:]:
-            self._changed.clear()
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise AssertionError(f"no {state.name} within {timeout} s; saw {self.seen}")
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._changed.wait(), remaining)
-        return self.seen.index(state, after)
-
-
-class Watched:
-    """A watcher that records events; await the next one with a deadline."""
-
-    def __init__(self) -> None:
-        self.events: list[WatchEvent] = []
-        self._queue: asyncio.Queue[WatchEvent] = asyncio.Queue()
-
-    def __call__(self, event: WatchEvent) -> None:
-        self.events.append(event)
-        self._queue.put_nowait(event)
-
-    async def next(self, timeout: float = WAIT) -> WatchEvent:
-        return await asyncio.wait_for(self._queue.get(), timeout)
-
-
-async def until(predicate: Callable[[], bool], timeout: float = WAIT, step: float = 0.02) -> None:
-    """Poll a condition about the outside world (the server) with a deadline."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"condition not met within {timeout} s")
-        await asyncio.sleep(step)
-
-
-@pytest.fixture
-def kazoo(zk_server: ZooKeeperServer) -> Iterator[KazooClient]:
-    client = KazooClient(hosts=zk_server.hosts)
-    client.start(timeout=15)
-    try:
-        yield client
-    finally:
-        client.stop()
-        client.close()
 
 
 @pytest.fixture

@@ -8,15 +8,15 @@ the fault of "the client process paused", which blocks the event loop on purpose
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterator
-from typing import Any, TypeVar
+from collections.abc import Awaitable
+from typing import TypeVar
 
 import pytest
 from kazoo.client import KazooClient
 
+from connection_support import WAIT, States, Watched, until
 from proxy import Proxy
 from zklocks import _ops
 from zklocks._connection import Connection, EventType, SessionState, WatchEvent
@@ -30,7 +30,6 @@ from zklocks._protocol.records import digest_acl
 from zklocks.server import ZooKeeperEnsemble, ZooKeeperServer
 
 T = TypeVar("T")
-WAIT = 15.0
 
 
 def run(coro: Awaitable[T], timeout: float = 90.0) -> T:
@@ -40,68 +39,10 @@ def run(coro: Awaitable[T], timeout: float = 90.0) -> T:
     return asyncio.run(bounded())
 
 
-class States:
-    """Records a connection's state changes with their times; await one with a deadline."""
-
-    def __init__(self, conn: Connection) -> None:
-        self.seen: list[SessionState] = []
-        self.times: list[float] = []
-        self._changed = asyncio.Event()
-        conn.add_state_listener(self._on)
-
-    def _on(self, state: SessionState) -> None:
-        self.seen.append(state)
-        self.times.append(time.monotonic())
-        self._changed.set()
-
-    async def wait(self, state: SessionState, *, after: int = 0, timeout: float = WAIT) -> int:
-        """Index in ``seen`` of the first ``state`` at or after index ``after``."""
-        deadline = time.monotonic() + timeout
-        while state not in self.seen[after:]:
-            self._changed.clear()
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise AssertionError(f"no {state.name} within {timeout} s; saw {self.seen}")
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._changed.wait(), remaining)
-        return self.seen.index(state, after)
-
-
-class Watched:
-    def __init__(self) -> None:
-        self.events: list[WatchEvent] = []
-        self._queue: asyncio.Queue[WatchEvent] = asyncio.Queue()
-
-    def __call__(self, event: WatchEvent) -> None:
-        self.events.append(event)
-        self._queue.put_nowait(event)
-
-    async def next(self, timeout: float = WAIT) -> WatchEvent:
-        return await asyncio.wait_for(self._queue.get(), timeout)
-
-
-async def until(predicate: Callable[[], Any], timeout: float = WAIT, step: float = 0.05) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"condition not met within {timeout} s")
-        await asyncio.sleep(step)
-
-
 def kazoo_client(hosts: str) -> KazooClient:
     client = KazooClient(hosts=hosts, timeout=10)
     client.start(timeout=20)
     return client
-
-
-@pytest.fixture
-def kazoo(zk_server: ZooKeeperServer) -> Iterator[KazooClient]:
-    client = kazoo_client(zk_server.hosts)
-    try:
-        yield client
-    finally:
-        client.stop()
-        client.close()
 
 
 @pytest.fixture

@@ -6,19 +6,18 @@ import asyncio
 from collections.abc import Callable
 from types import TracebackType
 
-from zklocks import _validate
 from zklocks._asyncio.locks import AsyncLock, AsyncReadWriteLock
 from zklocks._asyncio.session import AsyncSession
 from zklocks._connection import Connection
-from zklocks._errors import ClientClosed, ConnectionFailed, InvalidArgument
+from zklocks._errors import ClientClosed, ConnectionFailed
 from zklocks._flow import Acquired
-from zklocks._holdings import make_config
+from zklocks._holdings import LockConfig
 from zklocks._lease import AsyncLease, LeaseKeeper, SessionFacts
+from zklocks._lockmaker import DEFAULT_HOSTS, LockMaker
 from zklocks._protocol.errors import ConnectionFailedError
-from zklocks._sync.client import DEFAULT_HOSTS
 
 
-class AsyncClient:
+class AsyncClient(LockMaker[AsyncLock, AsyncReadWriteLock]):
     """The asyncio twin of ``Client``: same arguments, same locks, awaitable methods.
 
     It runs on the loop it is started on, with no thread of its own; every waiting task
@@ -32,11 +31,7 @@ class AsyncClient:
         session_timeout: float = 10.0,
         connect_timeout: float = 15.0,
     ) -> None:
-        if not isinstance(hosts, str) or not hosts.strip():
-            raise InvalidArgument(f"hosts must be a 'host:port,...' string, not {hosts!r}")
-        self.hosts = hosts
-        self.session_timeout = _validate.session_timeout(session_timeout)
-        self.connect_timeout = _validate.session_timeout(connect_timeout)
+        super().__init__(hosts, session_timeout, connect_timeout)
         self._session: AsyncSession | None = None
         self._stopped = False
         self._keeper = LeaseKeeper(self._facts, self._loop_timer)
@@ -92,39 +87,11 @@ class AsyncClient:
         session = self._session
         return session is not None and session.facts.connected()
 
-    def lock(
-        self,
-        path: str,
-        *,
-        fair: bool = True,
-        reentrant: bool = False,
-        identifier: str | None = None,
-    ) -> AsyncLock:
-        """An exclusive lock: fair (FIFO queue) or, with ``fair=False``, one node (seed 000)."""
-        config = make_config(path, "lock", fair=fair, reentrant=reentrant, identifier=identifier)
+    def _new_lock(self, config: LockConfig) -> AsyncLock:
         return AsyncLock(self, config)
 
-    def read_write_lock(
-        self, path: str, *, reentrant: bool = False, identifier: str | None = None
-    ) -> AsyncReadWriteLock:
-        """A read/write lock: ``.read`` is shared, ``.write`` exclusive, one FIFO queue."""
-        read = make_config(path, "read", reentrant=reentrant, identifier=identifier)
-        write = make_config(path, "write", reentrant=reentrant, identifier=identifier)
+    def _new_read_write(self, read: LockConfig, write: LockConfig) -> AsyncReadWriteLock:
         return AsyncReadWriteLock(AsyncLock(self, read), AsyncLock(self, write))
-
-    def semaphore(
-        self,
-        path: str,
-        *,
-        permits: int,
-        reentrant: bool = False,
-        identifier: str | None = None,
-    ) -> AsyncLock:
-        """At most ``permits`` holders at once, granted in FIFO order."""
-        config = make_config(
-            path, "lease", permits=permits, reentrant=reentrant, identifier=identifier
-        )
-        return AsyncLock(self, config)
 
     # -- for the lock classes -----------------------------------------------------------
 

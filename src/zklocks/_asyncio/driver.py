@@ -59,6 +59,9 @@ async def run(flow: Flow, session: AsyncSession) -> Any:
             op = flow.send(reply)
         except StopIteration as stop:
             return stop.value
+        # The flow has the reply now. Holding it here while the next operation waits
+        # would keep e.g. a thousand-name listing alive per waiter.
+        del reply
 
 
 async def execute(op: Op, session: AsyncSession) -> Reply:

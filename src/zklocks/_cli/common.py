@@ -11,7 +11,8 @@ from typing import IO, Any, NoReturn, TypeVar
 import click
 
 from zklocks._errors import ConnectionFailed, InvalidArgument, InvalidPath
-from zklocks._sync.client import DEFAULT_HOSTS, Client
+from zklocks._lockmaker import DEFAULT_HOSTS
+from zklocks._sync.client import Client
 from zklocks._validate import lock_path
 
 # Exit statuses (sysexits.h where one fits), documented in docs/cli.md.

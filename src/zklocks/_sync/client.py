@@ -7,16 +7,14 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Any, Protocol
 
-from zklocks import _validate
-from zklocks._errors import ClientClosed, InvalidArgument
+from zklocks._errors import ClientClosed
 from zklocks._flow import Acquired, Flow
-from zklocks._holdings import make_config
+from zklocks._holdings import LockConfig
 from zklocks._lease import Lease, LeaseKeeper, SessionFacts
+from zklocks._lockmaker import DEFAULT_HOSTS, LockMaker
 from zklocks._session import SyncSession
 from zklocks._sync import driver
 from zklocks._sync.locks import Lock, ReadWriteLock
-
-DEFAULT_HOSTS = "127.0.0.1:2181"
 
 
 class StartableSession(SyncSession, Protocol):
@@ -39,7 +37,7 @@ def _default_session_factory(
     return NativeSession(hosts, session_timeout=session_timeout, connect_timeout=connect_timeout)
 
 
-class Client:
+class Client(LockMaker[Lock, ReadWriteLock]):
     """A connection to ZooKeeper (one session) from which locks are made.
 
     ``hosts`` is ZooKeeper's connect string: ``"host:port[,host:port...][/chroot]"``.
@@ -58,11 +56,7 @@ class Client:
         connect_timeout: float = 15.0,
         session_factory: SessionFactory | None = None,
     ) -> None:
-        if not isinstance(hosts, str) or not hosts.strip():
-            raise InvalidArgument(f"hosts must be a 'host:port,...' string, not {hosts!r}")
-        self.hosts = hosts
-        self.session_timeout = _validate.session_timeout(session_timeout)
-        self.connect_timeout = _validate.session_timeout(connect_timeout)
+        super().__init__(hosts, session_timeout, connect_timeout)
         self._session_factory = session_factory or _default_session_factory
         self._session: SyncSession | None = None
         self._stopped = False
@@ -118,39 +112,11 @@ class Client:
 
     # -- locks --------------------------------------------------------------------------
 
-    def lock(
-        self,
-        path: str,
-        *,
-        fair: bool = True,
-        reentrant: bool = False,
-        identifier: str | None = None,
-    ) -> Lock:
-        """An exclusive lock: fair (FIFO queue) or, with ``fair=False``, one node (seed 000)."""
-        config = make_config(path, "lock", fair=fair, reentrant=reentrant, identifier=identifier)
+    def _new_lock(self, config: LockConfig) -> Lock:
         return Lock(self, config)
 
-    def read_write_lock(
-        self, path: str, *, reentrant: bool = False, identifier: str | None = None
-    ) -> ReadWriteLock:
-        """A read/write lock: ``.read`` is shared, ``.write`` exclusive, one FIFO queue."""
-        read = make_config(path, "read", reentrant=reentrant, identifier=identifier)
-        write = make_config(path, "write", reentrant=reentrant, identifier=identifier)
+    def _new_read_write(self, read: LockConfig, write: LockConfig) -> ReadWriteLock:
         return ReadWriteLock(Lock(self, read), Lock(self, write))
-
-    def semaphore(
-        self,
-        path: str,
-        *,
-        permits: int,
-        reentrant: bool = False,
-        identifier: str | None = None,
-    ) -> Lock:
-        """At most ``permits`` holders at once, granted in FIFO order."""
-        config = make_config(
-            path, "lease", permits=permits, reentrant=reentrant, identifier=identifier
-        )
-        return Lock(self, config)
 
     # -- for the lock classes and tools ------------------------------------------------
 

@@ -50,6 +50,9 @@ def run(flow: Flow, session: SyncSession) -> Any:
             op = flow.send(reply)
         except StopIteration as stop:
             return stop.value
+        # The flow has the reply now. Holding it here while the next operation waits
+        # would keep e.g. a thousand-name listing alive per waiter.
+        del reply
 
 
 def execute(op: Op, session: SyncSession) -> Reply:
