@@ -7,6 +7,7 @@ that acquires is its own contender with its own node and lease. This table answe
 
 from __future__ import annotations
 
+import functools
 import os
 import socket
 import threading
@@ -36,19 +37,26 @@ class LockConfig:
         """A fresh attempt (new token) for one acquire call."""
         attempt = _nodes.new_attempt()
         identifier = self.identifier or f"{_HOST}:{os.getpid()}:{owner_name}"
-        payload = _nodes.Payload(identifier=identifier, host=_HOST, pid=os.getpid())
-        if not self.fair:
-            payload = _nodes.Payload(identifier, attempt, _HOST, os.getpid())
+        if self.fair:  # a queued node's name carries the attempt; the data stays the same
+            data = _payload(identifier, os.getpid())
+        else:  # the one-node lock's data is how it recognises its own node
+            data = _nodes.encode_payload(_nodes.Payload(identifier, attempt, _HOST, os.getpid()))
         return AcquireSpec(
             path=self.path,
             kind=self.kind,
-            data=_nodes.encode_payload(payload),
+            data=data,
             attempt=attempt,
             permits=self.permits,
             fair=self.fair,
             blocking=blocking,
             deadline=deadline,
         )
+
+
+@functools.lru_cache(maxsize=1024)
+def _payload(identifier: str, pid: int) -> bytes:
+    """Node data (cached: the same identifier is encoded once per thread, not per call)."""
+    return _nodes.encode_payload(_nodes.Payload(identifier, "", _HOST, pid))
 
 
 def make_config(

@@ -9,7 +9,6 @@ replies; waiting threads are the callers' own.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -26,7 +25,36 @@ from zklocks._protocol.errors import (
 )
 from zklocks._session import StateListener, Watcher, WatchEvent, WatchKind
 
-Replies = concurrent.futures.Future[list[Reply]]
+
+class _Latch:
+    """One caller waits for one answer from the loop thread.
+
+    Lighter than a ``concurrent.futures.Future`` (no Condition, no callbacks list): a
+    lock taken at birth and released by the answer. Waiting on it is interruptible
+    (Ctrl-C), and the driver then throws the interruption into the flow.
+    """
+
+    __slots__ = ("_error", "_lock", "_replies")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._lock.acquire()
+        self._replies: list[Reply] = []
+        self._error: BaseException | None = None
+
+    def set(self, replies: list[Reply]) -> None:
+        self._replies = replies
+        self._lock.release()
+
+    def fail(self, error: BaseException) -> None:
+        self._error = error
+        self._lock.release()
+
+    def wait(self) -> list[Reply]:
+        self._lock.acquire()
+        if self._error is not None:
+            raise self._error
+        return self._replies
 
 
 class NativeSession:
@@ -95,16 +123,16 @@ class NativeSession:
             return [ClientClosedError() for _ in requests]
         if not requests:
             return []
-        done: Replies = concurrent.futures.Future()
+        done = _Latch()
         self._loop.call_soon_threadsafe(self._call, requests, deadline, watcher, done)
-        return done.result()
+        return done.wait()
 
     def _call(
         self,
         requests: Sequence[Request],
         deadline: float | None,
         watcher: Watcher | None,
-        done: Replies,
+        done: _Latch,
     ) -> None:
         if deadline is None or self._connected.is_set():
             self._submit(requests, watcher, done)
@@ -116,25 +144,32 @@ class NativeSession:
         requests: Sequence[Request],
         deadline: float,
         watcher: Watcher | None,
-        done: Replies,
+        done: _Latch,
     ) -> None:
         """Cut off: send once reconnected, or answer TIMED_OUT (never sent) at the deadline."""
         try:
             remaining = deadline - self._loop.time()
             await asyncio.wait_for(self._connected.wait(), max(0.0, remaining))
         except asyncio.TimeoutError:
-            done.set_result([TIMED_OUT for _ in requests])
+            done.set([TIMED_OUT for _ in requests])
             return
         self._submit(requests, watcher, done)
 
-    def _submit(self, requests: Sequence[Request], watcher: Watcher | None, done: Replies) -> None:
-        futures = submit_all(self._connection, requests, watcher)
+    def _submit(self, requests: Sequence[Request], watcher: Watcher | None, done: _Latch) -> None:
+        try:
+            futures = submit_all(self._connection, requests, watcher)
+        except BaseException as exc:
+            done.fail(exc)
+            raise
         pending = [len(futures)]
 
         def one_answered(_future: asyncio.Future[Any]) -> None:
             pending[0] -= 1
             if pending[0] == 0:
-                done.set_result([reply_of(future) for future in futures])
+                try:
+                    done.set([reply_of(future) for future in futures])
+                except BaseException as exc:
+                    done.fail(exc)
 
         for future in futures:
             future.add_done_callback(one_answered)
@@ -161,14 +196,14 @@ class NativeSession:
 
     def call_later(self, delay: float, fn: Callable[[], None]) -> Callable[[], None]:
         handles: list[asyncio.TimerHandle] = []
-        cancelled = threading.Event()
+        cancelled: list[bool] = []
 
         def arm() -> None:
-            if not cancelled.is_set():
+            if not cancelled:
                 handles.append(self._loop.call_later(delay, fn))
 
         def cancel() -> None:
-            cancelled.set()
+            cancelled.append(True)
             if handles and not self._loop.is_closed():
                 self._loop.call_soon_threadsafe(handles[0].cancel)
 
