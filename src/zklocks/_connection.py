@@ -268,9 +268,17 @@ class Connection:
                 await asyncio.wait_for(asyncio.shield(closing), _CLOSE_REPLY_TIMEOUT)
             except (ZooKeeperError, asyncio.TimeoutError, OSError) as exc:
                 log.debug("closeSession not confirmed: %r", exc)
+        # Hang up before and after waiting for the supervisor: on Python 3.11 a cancel
+        # that lands as a handshake completes can be swallowed by ``wait_for``, and the
+        # supervisor then waits for that new connection to end; it sees ``_closing``
+        # and returns once it does.
         task = self._task
         if task is not None and not task.done():
             task.cancel()
+        for w in (self._wire, self._attempt):
+            if w is not None:
+                await self._hang_up(w)
+        if task is not None:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         for w in (self._wire, self._attempt):
@@ -474,7 +482,7 @@ class Connection:
                 self._started.set_exception(exc)
             return
         self._started.set_result(None)
-        while True:
+        while not self._closing:
             wire = self._wire
             assert wire is not None
             # not `await wire.lost`: cancelling this task must not cancel that future
@@ -513,6 +521,8 @@ class Connection:
         failures = 0
         backoff = _BACKOFF_MIN
         while True:
+            if self._closing:
+                raise asyncio.CancelledError  # a cancel that wait_for swallowed
             now = time.monotonic()
             expiry = self._expiry_deadline()
             if expiry is not None and now >= expiry:

@@ -66,3 +66,20 @@ def test_async_client_stop_leaks_nothing(zk_server: ZooKeeperServer) -> None:
     threads = set(threading.enumerate())
     asyncio.run(scenario())
     assert set(threading.enumerate()) == threads
+
+
+def test_stop_while_reconnecting_after_expiry_returns(zk_server: ZooKeeperServer) -> None:
+    """stop() while the connection makes a new session (its old one just expired) must
+    return: once it hung there (a cancel swallowed as a handshake completed)."""
+    import time
+
+    from helpers import expire_session
+
+    for pause in (0.0, 0.001, 0.003, 0.01, 0.03):
+        client = zklocks.Client(zk_server.hosts, session_timeout=2.0).start()
+        expire_session(client, zk_server.hosts)  # the client finds out as it reconnects
+        time.sleep(pause)  # a fault-injection offset, not synchronisation
+        stopper = threading.Thread(target=client.stop)
+        stopper.start()
+        stopper.join(15)
+        assert not stopper.is_alive(), f"stop() hung (offset {pause} s)"
