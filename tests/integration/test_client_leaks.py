@@ -40,8 +40,8 @@ def test_sync_client_stop_leaks_nothing(zk_server: ZooKeeperServer) -> None:
         client.stop()  # with a holder and a waiter
         thread.join(10)
         assert len(errors) == 1
-    assert set(threading.enumerate()) == threads
-    assert open_sockets() == sockets
+    assert set(threading.enumerate()) - threads == set()  # earlier tests' may end meanwhile
+    assert open_sockets() <= sockets
     with zklocks.Client(zk_server.hosts) as observer:
         assert observer.lock("/leaks/sync").contenders() == []
 
@@ -61,11 +61,11 @@ def test_async_client_stop_leaks_nothing(zk_server: ZooKeeperServer) -> None:
         except zklocks.ClientClosed:
             pass
         assert asyncio.all_tasks() == tasks
-        assert open_sockets() == sockets
+        assert open_sockets() <= sockets
 
     threads = set(threading.enumerate())
     asyncio.run(scenario())
-    assert set(threading.enumerate()) == threads
+    assert set(threading.enumerate()) - threads == set()
 
 
 def test_stop_while_reconnecting_after_expiry_returns(zk_server: ZooKeeperServer) -> None:

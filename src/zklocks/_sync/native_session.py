@@ -9,6 +9,7 @@ replies; waiting threads are the callers' own.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -34,21 +35,27 @@ class _Latch:
     (Ctrl-C), and the driver then throws the interruption into the flow.
     """
 
-    __slots__ = ("_error", "_lock", "_replies")
+    __slots__ = ("_answered", "_error", "_lock", "_replies", "count")
 
-    def __init__(self) -> None:
+    def __init__(self, count: int) -> None:
+        self.count = count
         self._lock = threading.Lock()
         self._lock.acquire()
         self._replies: list[Reply] = []
         self._error: BaseException | None = None
+        self._answered = False
 
     def set(self, replies: list[Reply]) -> None:
-        self._replies = replies
-        self._lock.release()
+        if not self._answered:
+            self._answered = True
+            self._replies = replies
+            self._lock.release()
 
     def fail(self, error: BaseException) -> None:
-        self._error = error
-        self._lock.release()
+        if not self._answered:
+            self._answered = True
+            self._error = error
+            self._lock.release()
 
     def wait(self) -> list[Reply]:
         self._lock.acquire()
@@ -70,6 +77,8 @@ class NativeSession:
             target=self._loop.run_forever, name="zklocks-connection", daemon=True
         )
         self._closed = False
+        self._pending: set[_Latch] = set()  # calls handed to the loop, not yet answered
+        self._pending_lock = threading.Lock()
         self._connected = asyncio.Event()
         self._connection.add_state_listener(self._track_connected)
         self.facts = facts_of(self._connection)
@@ -94,18 +103,24 @@ class NativeSession:
     def close(self) -> None:
         if self._closed:
             return
-        self._closed = True
+        with self._pending_lock:
+            self._closed = True
         if self._thread.is_alive():
             self._run(self._connection.close())
         self._shut_down()
 
     def _shut_down(self) -> None:
-        self._closed = True
+        with self._pending_lock:
+            self._closed = True
         if self._thread.is_alive():
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join()
         if not self._loop.is_closed():
             self._loop.close()
+        with self._pending_lock:
+            stranded, self._pending = self._pending, set()
+        for latch in stranded:  # handed to the loop as it stopped: never to be answered
+            latch.set([ClientClosedError() for _ in range(latch.count)])
 
     def _run(self, coroutine: Any) -> Any:
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
@@ -123,9 +138,17 @@ class NativeSession:
             return [ClientClosedError() for _ in requests]
         if not requests:
             return []
-        done = _Latch()
-        self._loop.call_soon_threadsafe(self._call, requests, deadline, watcher, done)
-        return done.wait()
+        done = _Latch(len(requests))
+        with self._pending_lock:  # close() answers whatever the stopped loop never will
+            if self._closed:
+                return [ClientClosedError() for _ in requests]
+            self._pending.add(done)
+            self._loop.call_soon_threadsafe(self._call, requests, deadline, watcher, done)
+        try:
+            return done.wait()
+        finally:
+            with self._pending_lock:
+                self._pending.discard(done)
 
     def _call(
         self,
@@ -178,7 +201,10 @@ class NativeSession:
         if self._closed:
             watcher(WatchEvent(WatchKind.CLOSED, path))
             return
-        self._loop.call_soon_threadsafe(self._watch_node, path, watcher)
+        try:
+            self._loop.call_soon_threadsafe(self._watch_node, path, watcher)
+        except RuntimeError:  # stopped by another thread just now
+            watcher(WatchEvent(WatchKind.CLOSED, path))
 
     def _watch_node(self, path: str, watcher: Watcher) -> None:
         future = self._connection.submit(GetData(path), watcher=wrap_watcher(watcher))
@@ -205,10 +231,12 @@ class NativeSession:
         def cancel() -> None:
             cancelled.append(True)
             if handles and not self._loop.is_closed():
-                self._loop.call_soon_threadsafe(handles[0].cancel)
+                with contextlib.suppress(RuntimeError):
+                    self._loop.call_soon_threadsafe(handles[0].cancel)
 
         if not self._closed:
-            self._loop.call_soon_threadsafe(arm)
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: no timer
+                self._loop.call_soon_threadsafe(arm)
         return cancel
 
     def session_id(self) -> int:
