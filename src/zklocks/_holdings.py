@@ -148,5 +148,53 @@ class HoldingTable(Generic[L]):
             return None
 
 
+class LockCore(Generic[L]):
+    """What a lock object is in either front end, apart from how it waits.
+
+    ``_current_owner`` says who is asking: the thread (sync) or the task (asyncio).
+    """
+
+    def __init__(self, config: LockConfig) -> None:
+        self._config = config
+        self._holdings: HoldingTable[L] = HoldingTable(config)
+        self._sibling: LockCore[L] | None = None  # the other half of a read/write lock
+
+    @staticmethod
+    def _current_owner() -> object:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self._config.kind} {self._config.path}>"
+
+    @property
+    def path(self) -> str:
+        """The lock's directory: contender nodes are its children."""
+        return self._config.path
+
+    @property
+    def kind(self) -> str:
+        """ "lock", "read", "write" or "lease" (semaphore)."""
+        return self._config.kind
+
+    @property
+    def held(self) -> bool:
+        """Does the calling thread (or task) hold the lock, with its lease not lost?"""
+        holding = self._holdings.get(self._current_owner())
+        return holding is not None and not holding.lease.lost
+
+    @property
+    def lease(self) -> L | None:
+        """The calling thread's (or task's) lease, or None."""
+        holding = self._holdings.get(self._current_owner())
+        return None if holding is None else holding.lease
+
+    def _refuse_if_sibling_held(self, owner: object) -> None:
+        if self._sibling is not None and self._sibling._holdings.get(owner) is not None:
+            raise AlreadyHeld(
+                f"{self.path}: this {_owner_word(owner)} holds the {self._sibling.kind} side "
+                f"of this read/write lock; taking the {self.kind} side too would wait on itself"
+            )
+
+
 def _owner_word(owner: object) -> str:
     return "thread" if isinstance(owner, int) else "task"

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 from zklocks import _flow, _validate
 from zklocks._asyncio import driver
 from zklocks._contenders import Contender, list_contenders
-from zklocks._errors import AlreadyHeld, LockError, LockLost
-from zklocks._holdings import HoldingTable, LockConfig
+from zklocks._errors import LockError, LockLost
+from zklocks._holdings import LockConfig, LockCore
 from zklocks._lease import AsyncLease
 from zklocks._ops import Exists, GetChildren
 from zklocks._protocol.errors import NoNodeError
@@ -31,25 +31,14 @@ def _current_task() -> asyncio.Task[object]:
     return task
 
 
-class AsyncLock:
+class AsyncLock(LockCore[AsyncLease]):
     """A distributed lock for asyncio; one kind per object, shareable between tasks."""
 
+    _current_owner = staticmethod(asyncio.current_task)
+
     def __init__(self, client: AsyncClient, config: LockConfig) -> None:
+        super().__init__(config)
         self._client = client
-        self._config = config
-        self._holdings: HoldingTable[AsyncLease] = HoldingTable(config)
-        self._sibling: AsyncLock | None = None
-
-    def __repr__(self) -> str:
-        return f"<{type(self).__name__} {self._config.kind} {self._config.path}>"
-
-    @property
-    def path(self) -> str:
-        return self._config.path
-
-    @property
-    def kind(self) -> str:
-        return self._config.kind
 
     async def acquire(self, timeout: float | None = None, *, blocking: bool = True) -> AsyncLease:
         """Wait until held (or ``timeout`` seconds pass) and return the lease.
@@ -69,11 +58,7 @@ class AsyncLock:
         again = self._holdings.reenter(owner)
         if again is not None:
             return again
-        if self._sibling is not None and self._sibling._holdings.get(owner) is not None:
-            raise AlreadyHeld(
-                f"{self.path}: this task holds the {self._sibling.kind} side of this "
-                f"read/write lock; taking the {self.kind} side too would wait on itself"
-            )
+        self._refuse_if_sibling_held(owner)
         stale = self._holdings.take_stale(owner)
         if stale is not None:
             await self._give_up(stale)
@@ -102,18 +87,6 @@ class AsyncLock:
         session = self._client._session_or_none()
         if session is not None:
             await driver.run(_flow.release(lease.node, lease.token, lease.owner), session)
-
-    @property
-    def held(self) -> bool:
-        """Does the current task hold the lock, with its lease not lost?"""
-        holding = self._holdings.get(asyncio.current_task())
-        return holding is not None and not holding.lease.lost
-
-    @property
-    def lease(self) -> AsyncLease | None:
-        """The current task's lease, or None."""
-        holding = self._holdings.get(asyncio.current_task())
-        return None if holding is None else holding.lease
 
     async def contenders(self) -> list[Contender]:
         """Every contender under the path: holders first, then waiters in line order."""

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 
 from zklocks import _flow, _validate
 from zklocks._contenders import Contender, list_contenders
-from zklocks._errors import AlreadyHeld, LockLost
-from zklocks._holdings import HoldingTable, LockConfig
+from zklocks._errors import LockLost
+from zklocks._holdings import LockConfig, LockCore
 from zklocks._lease import Lease
 from zklocks._ops import Exists, GetChildren
 from zklocks._protocol.errors import NoNodeError
@@ -25,31 +25,18 @@ if TYPE_CHECKING:
     from zklocks._sync.client import Client
 
 
-class Lock:
+class Lock(LockCore[Lease]):
     """A distributed lock on one ZooKeeper path; one kind per object.
 
     Made by ``Client.lock`` (fair or one-node exclusive), ``Client.read_write_lock``
     (``.read`` / ``.write``) and ``Client.semaphore``; all share this interface.
     """
 
+    _current_owner = staticmethod(threading.get_ident)
+
     def __init__(self, client: Client, config: LockConfig) -> None:
+        super().__init__(config)
         self._client = client
-        self._config = config
-        self._holdings: HoldingTable[Lease] = HoldingTable(config)
-        self._sibling: Lock | None = None  # the other half of a read/write lock
-
-    def __repr__(self) -> str:
-        return f"<{type(self).__name__} {self._config.kind} {self._config.path}>"
-
-    @property
-    def path(self) -> str:
-        """The lock's directory: contender nodes are its children."""
-        return self._config.path
-
-    @property
-    def kind(self) -> str:
-        """ "lock", "read", "write" or "lease" (semaphore)."""
-        return self._config.kind
 
     def acquire(self, timeout: float | None = None, *, blocking: bool = True) -> Lease:
         """Block until held (or ``timeout`` seconds pass) and return the lease.
@@ -84,13 +71,6 @@ class Lock:
         self._holdings.add(owner, lease)
         return lease
 
-    def _refuse_if_sibling_held(self, owner: int) -> None:
-        if self._sibling is not None and self._sibling._holdings.get(owner) is not None:
-            raise AlreadyHeld(
-                f"{self.path}: this thread holds the {self._sibling.kind} side of this "
-                f"read/write lock; taking the {self.kind} side too would wait on itself"
-            )
-
     def release(self) -> None:
         """Release the calling thread's hold (``NotHeld`` if it holds none).
 
@@ -106,18 +86,6 @@ class Lock:
         session = self._client._session_or_none()
         if session is not None:
             driver.run(_flow.release(lease.node, lease.token, lease.owner), session)
-
-    @property
-    def held(self) -> bool:
-        """Does the calling thread hold the lock, with its lease not lost?"""
-        holding = self._holdings.get(threading.get_ident())
-        return holding is not None and not holding.lease.lost
-
-    @property
-    def lease(self) -> Lease | None:
-        """The calling thread's lease, or None."""
-        holding = self._holdings.get(threading.get_ident())
-        return None if holding is None else holding.lease
 
     def contenders(self) -> list[Contender]:
         """Every contender under the path: holders first, then waiters in line order."""
