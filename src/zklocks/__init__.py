@@ -1,7 +1,7 @@
 """zklocks: distributed locks on Apache ZooKeeper.
 
-Fair (FIFO) and one-node exclusive locks, read/write locks and semaphores, each with a
-fencing token and notice of lock loss::
+Fair (FIFO) and one-node exclusive locks, read/write locks, semaphores, leader elections
+and multi-locks, each with a fencing token and notice of lock loss::
 
     import zklocks
 
@@ -11,6 +11,7 @@ fencing token and notice of lock loss::
 """
 
 from zklocks._asyncio.client import AsyncClient
+from zklocks._asyncio.election import AsyncElection, AsyncMultiLock
 from zklocks._asyncio.locks import AsyncLock, AsyncReadWriteLock
 from zklocks._contenders import Contender
 from zklocks._errors import (
@@ -26,6 +27,7 @@ from zklocks._errors import (
 )
 from zklocks._lease import AsyncLease, Lease
 from zklocks._sync.client import Client
+from zklocks._sync.election import Election, MultiLock
 from zklocks._sync.locks import Lock, ReadWriteLock
 
 __version__ = "0.1.0"
@@ -33,13 +35,16 @@ __version__ = "0.1.0"
 __all__ = [
     "AlreadyHeld",
     "AsyncClient",
+    "AsyncElection",
     "AsyncLease",
     "AsyncLock",
+    "AsyncMultiLock",
     "AsyncReadWriteLock",
     "Client",
     "ClientClosed",
     "ConnectionFailed",
     "Contender",
+    "Election",
     "InvalidArgument",
     "InvalidPath",
     "Lease",
@@ -47,6 +52,7 @@ __all__ = [
     "LockError",
     "LockLost",
     "LockTimeout",
+    "MultiLock",
     "NotHeld",
     "ReadWriteLock",
     "__version__",

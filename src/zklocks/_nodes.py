@@ -2,7 +2,7 @@
 
 A contender is one child of the lock path (the lock's directory), named
 
-    <kind>-<attempt>-<sequence>            kind: lock | read | write
+    <kind>-<attempt>-<sequence>            kind: lock | read | write | elect
     lease-<permits>-<attempt>-<sequence>   a semaphore lease, with the permits it expects
 
 ``attempt`` is 32 hex digits, fresh for every acquire call: after a connection drop
@@ -25,11 +25,12 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-KINDS = ("lock", "read", "write", "lease")
-EXCLUSIVE_KINDS = frozenset({"lock", "write"})
+KINDS = ("lock", "read", "write", "lease", "elect")
+EXCLUSIVE_KINDS = frozenset({"lock", "write", "elect"})
+ELECTION_KIND = "elect"  # a candidate in a leader election: the head of the line leads
 SINGLE_NODE = "lock"
 
-_SEQUENTIAL = re.compile(r"^(lock|read|write)-([0-9a-f]{32})-(-?[0-9]{9,10})$")
+_SEQUENTIAL = re.compile(r"^(lock|read|write|elect)-([0-9a-f]{32})-(-?[0-9]{9,10})$")
 _LEASE = re.compile(r"^lease-([1-9][0-9]{0,8})-([0-9a-f]{32})-(-?[0-9]{9,10})$")
 _WRAP = 1 << 32
 _HALF = 1 << 31

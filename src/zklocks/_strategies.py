@@ -14,6 +14,8 @@ The rules (seeds 000-003):
 * exclusive (``lock``, ``write``): held when first; waits for its immediate predecessor.
 * ``read``: held when no exclusive node is before it; waits for the nearest earlier one
   (so a reader behind a queued writer waits: writers are not starved).
+* ``elect`` (a leader-election candidate): exclusive, so the head of the line leads and
+  each candidate watches only its predecessor; it never shares a path with a lock kind.
 * ``lease`` (semaphore of N permits): held when fewer than N contenders are before it.
   It waits for *all* of the N contenders immediately before it. While those N exist, at
   least N are ahead, so it cannot be granted unwoken: no missed wake-up. Watching only
@@ -31,7 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TypeAlias
 
-from zklocks._nodes import EXCLUSIVE_KINDS, NodeName
+from zklocks._nodes import ELECTION_KIND, EXCLUSIVE_KINDS, NodeName
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +62,7 @@ GRANTED = Granted()
 def decide(me: NodeName, queue: Sequence[NodeName]) -> Decision:
     """The rule for ``me``'s kind applied to the contenders before it."""
     ahead = _ahead_of(me, queue)
-    refusal = _mixing(me, queue)
+    refusal = _mixing(me, queue) or _election_mixing(me, queue)
     if refusal is not None:
         return refusal
     if me.kind in EXCLUSIVE_KINDS:
@@ -86,6 +88,14 @@ def _mixing(me: NodeName, queue: Sequence[NodeName]) -> Refused | None:
                 f"semaphore contenders disagree on permits: {other.permits} (node "
                 f"{other.name}) and {me.permits} (ours)"
             )
+    return None
+
+
+def _election_mixing(me: NodeName, queue: Sequence[NodeName]) -> Refused | None:
+    """An election path is no lock path: a lock holder must not count as a leader."""
+    electing = me.kind == ELECTION_KIND
+    if any((other.kind == ELECTION_KIND) != electing for other in queue):
+        return Refused("this path is used both as an election and as a lock")
     return None
 
 

@@ -3,6 +3,8 @@
     zklocks run PATH [--read|--write|--semaphore N] [--timeout S] -- COMMAND [ARGS]...
     zklocks status PATH [--json] [--watch]
     zklocks ls [ROOT] [--json]
+    zklocks elect PATH [--identifier X] -- COMMAND [ARGS]...
+    zklocks leader PATH [--json] [--watch]
     zklocks server [--port P] [--data-dir D] [--ensemble N]
     zklocks demo [--hosts H]
 
@@ -24,6 +26,8 @@ COMMANDS = {
     "run": "zklocks._cli.run:run",
     "status": "zklocks._cli.status:status",
     "ls": "zklocks._cli.status:ls",
+    "elect": "zklocks._cli.elect:elect",
+    "leader": "zklocks._cli.elect:leader",
     "server": "zklocks._cli.server:server",
     "demo": "zklocks._cli.demo:demo",
 }
@@ -34,6 +38,8 @@ Examples:
   zklocks run /locks/backup -- ./backup.sh        # run a command under a lock
   zklocks status /locks/backup --watch            # who holds, who waits, live
   zklocks ls                                      # every lock and its queue length
+  zklocks elect /elections/cron -- ./cron.sh      # one replica runs it: the leader
+  zklocks leader /elections/cron --watch          # who leads, live
   zklocks demo                                    # watch the locks work (< 1 min)
 
 \b

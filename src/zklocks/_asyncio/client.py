@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from types import TracebackType
 
+from zklocks._asyncio.election import AsyncElection, AsyncMultiLock
 from zklocks._asyncio.locks import AsyncLock, AsyncReadWriteLock
 from zklocks._asyncio.session import AsyncSession
 from zklocks._connection import Connection
 from zklocks._errors import ClientClosed, ConnectionFailed
 from zklocks._flow import Acquired
-from zklocks._holdings import LockConfig
+from zklocks._holdings import LockConfig, make_config
 from zklocks._lease import AsyncLease, LeaseKeeper, SessionFacts
 from zklocks._lockmaker import DEFAULT_HOSTS, LockMaker
+from zklocks._nodes import ELECTION_KIND
 from zklocks._protocol.errors import ConnectionFailedError
 
 
@@ -92,6 +94,14 @@ class AsyncClient(LockMaker[AsyncLock, AsyncReadWriteLock]):
 
     def _new_read_write(self, read: LockConfig, write: LockConfig) -> AsyncReadWriteLock:
         return AsyncReadWriteLock(AsyncLock(self, read), AsyncLock(self, write))
+
+    def election(self, path: str, *, identifier: str | None = None) -> AsyncElection:
+        """A leader election at ``path`` (see ``Client.election``)."""
+        return AsyncElection(self, make_config(path, ELECTION_KIND, identifier=identifier))
+
+    def multi_lock(self, locks: Iterable[AsyncLock]) -> AsyncMultiLock:
+        """Several locks held as one, taken in one global order (no deadlock)."""
+        return AsyncMultiLock(locks)
 
     # -- for the lock classes -----------------------------------------------------------
 

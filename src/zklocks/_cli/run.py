@@ -102,7 +102,7 @@ def _raise_interrupted(signum: int, frame: FrameType | None) -> None:
 class RunOptions:
     path: str
     command: tuple[str, ...]
-    kind: str  # lock | read | write | semaphore
+    kind: str  # lock | read | write | semaphore | elect
     permits: int | None
     timeout: float | None
     non_blocking: bool
@@ -280,6 +280,8 @@ class _Run:
         if o.kind == "semaphore":
             assert o.permits is not None
             return self.client.semaphore(o.path, permits=o.permits, identifier=o.identifier)
+        if o.kind == "elect":  # zklocks elect: an election is a lock kind
+            return self.client.election(o.path, identifier=o.identifier)
         if o.kind in ("read", "write"):
             rw = self.client.read_write_lock(o.path, identifier=o.identifier)
             return rw.read if o.kind == "read" else rw.write

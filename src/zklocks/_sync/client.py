@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from types import TracebackType
 from typing import Any, Protocol
 
 from zklocks._errors import ClientClosed
 from zklocks._flow import Acquired, Flow
-from zklocks._holdings import LockConfig
+from zklocks._holdings import LockConfig, make_config
 from zklocks._lease import Lease, LeaseKeeper, SessionFacts
 from zklocks._lockmaker import DEFAULT_HOSTS, LockMaker
+from zklocks._nodes import ELECTION_KIND
 from zklocks._session import SyncSession
 from zklocks._sync import driver
+from zklocks._sync.election import Election, MultiLock
 from zklocks._sync.locks import Lock, ReadWriteLock
 
 
@@ -117,6 +119,15 @@ class Client(LockMaker[Lock, ReadWriteLock]):
 
     def _new_read_write(self, read: LockConfig, write: LockConfig) -> ReadWriteLock:
         return ReadWriteLock(Lock(self, read), Lock(self, write))
+
+    def election(self, path: str, *, identifier: str | None = None) -> Election:
+        """A leader election at ``path``: campaign to lead, observe who leads (see
+        docs/election.md). ``identifier`` names this candidate to observers."""
+        return Election(self, make_config(path, ELECTION_KIND, identifier=identifier))
+
+    def multi_lock(self, locks: Iterable[Lock]) -> MultiLock:
+        """Several locks held as one, taken in one global order (no deadlock)."""
+        return MultiLock(locks)
 
     # -- for the lock classes and tools ------------------------------------------------
 

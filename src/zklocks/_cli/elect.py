@@ -1,0 +1,185 @@
+"""``zklocks elect`` (run a command while leader) and ``zklocks leader`` (who leads).
+
+``elect`` is ``zklocks run`` with an election instead of a lock: the same signals,
+exit statuses and loss handling (the command is stopped when the term is lost), so a
+replica runs ``zklocks elect /elections/cron -- ./cron.sh`` and exactly one runs it.
+``leader --watch`` follows the leader with one ZooKeeper watch (``Election.observe``),
+like ``etcdctl elect --listen``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import signal
+import sys
+from types import FrameType
+from typing import Any
+
+import click
+
+from zklocks._cli.common import CONTEXT, age, check_path, connect, connection_options, fail, seconds
+from zklocks._cli.run import RunOptions, _describe, execute
+from zklocks._contenders import Contender
+from zklocks._errors import LockError
+
+ELECT_EPILOG = """\b
+Examples:
+  zklocks elect /elections/cron -- ./cron.sh          # one replica runs it at a time
+  zklocks elect /elections/cron --identifier node-a -- ./cron.sh
+  zklocks elect /elections/x -- sh -c 'echo "leading with token $ZKLOCKS_TOKEN"'
+
+\b
+The command sees ZKLOCKS_TOKEN (the term's fencing token), ZKLOCKS_NODE, ZKLOCKS_PATH.
+Exit status: the command's own; 75 not elected within --timeout; 76 leadership was
+lost while the command ran (it was stopped); 130 interrupted (Ctrl-C); 69 ZooKeeper
+unreachable; 126/127 the command could not be run; 2 usage error.
+"""
+
+LEADER_EPILOG = """\b
+Examples:
+  zklocks leader /elections/cron
+  zklocks leader /elections/cron --json | jq -r '.leader.identifier'
+  zklocks leader /elections/cron --watch          # a line per change (Ctrl-C to stop)
+  zklocks leader /elections/cron --watch --json   # one JSON document per line
+"""
+
+
+@click.command(
+    context_settings=CONTEXT, epilog=ELECT_EPILOG, short_help="Run a command while leader."
+)
+@click.argument("path", callback=check_path)
+@click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="-- COMMAND [ARGS]...")
+@click.option(
+    "--identifier",
+    metavar="TEXT",
+    help="How `zklocks leader` names us. Default: the command line.",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0),
+    metavar="SECONDS",
+    help="Give up (exit 75) when not elected in time. Default: wait as long as it takes.",
+)
+@click.option(
+    "--kill-after",
+    type=click.FloatRange(min=0),
+    default=10.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="After SIGTERM, wait this long for the command to exit, then SIGKILL it.",
+)
+@click.option(
+    "--session-timeout",
+    type=click.FloatRange(min=0.1),
+    default=10.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="If this process dies, the next candidate leads this long after.",
+)
+@click.option("-v", "--verbose", is_flag=True, help="Say when elected and when resigning.")
+@connection_options
+def elect(
+    path: str,
+    command: tuple[str, ...],
+    identifier: str | None,
+    timeout: float | None,
+    kill_after: float,
+    session_timeout: float,
+    verbose: bool,
+    hosts: str,
+    connect_timeout: float,
+) -> None:
+    """Campaign for leadership of PATH; run COMMAND while leader; resign when it exits.
+
+    Candidates are served first come, first served. If leadership is lost while the
+    command runs (ZooKeeper expired our session), the command is stopped: SIGTERM, then
+    SIGKILL after --kill-after.
+    """
+    if not command:
+        raise click.UsageError(
+            f"missing the command to run after '--', e.g.\n  zklocks elect {path} -- ./cron.sh"
+        )
+    options = RunOptions(
+        path=path,
+        command=command,
+        kind="elect",
+        permits=None,
+        timeout=timeout,
+        non_blocking=False,
+        identifier=identifier or _describe(command),
+        kill_after=kill_after,
+        session_timeout=session_timeout,
+        verbose=verbose,
+        hosts=hosts,
+        connect_timeout=connect_timeout,
+    )
+    sys.exit(execute(options))
+
+
+def leader_json(path: str, leader: Contender | None) -> dict[str, Any]:
+    """The ``--json`` document: ``leader`` is null when nobody leads."""
+    now = dt.datetime.now(tz=dt.timezone.utc)
+    if leader is None:
+        return {"path": path, "at": now.isoformat(), "leader": None}
+    return {
+        "path": path,
+        "at": now.isoformat(),
+        "leader": {
+            "identifier": leader.identifier,
+            "host": leader.host,
+            "pid": leader.pid,
+            "node": leader.node,
+            "token": leader.token,
+            "sequence": leader.sequence,
+            "candidate_since": leader.created.isoformat(),
+        },
+    }
+
+
+def leader_text(leader: Contender | None, *, stamp: bool = False) -> str:
+    when = f"{dt.datetime.now(tz=dt.timezone.utc):%H:%M:%S} " if stamp else ""
+    if leader is None:
+        return f"{when}no leader"
+    return (
+        f"{when}{leader.identifier} (pid {leader.pid} on {leader.host}, token {leader.token}, "
+        f"candidate for {seconds(age(leader.created))})"
+    )
+
+
+@click.command(
+    context_settings=CONTEXT, epilog=LEADER_EPILOG, short_help="Show who leads an election."
+)
+@click.argument("path", callback=check_path)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+@click.option(
+    "--watch",
+    is_flag=True,
+    help="Keep running; print each change of leader (driven by one ZooKeeper watch).",
+)
+@connection_options
+def leader(path: str, as_json: bool, watch: bool, hosts: str, connect_timeout: float) -> None:
+    """Print who leads the election at PATH ("no leader" / null when nobody does)."""
+    client = connect(hosts, connect_timeout)
+    election = client.election(path)
+    try:
+        if not watch:
+            current = election.leader()
+            click.echo(json.dumps(leader_json(path, current)) if as_json else leader_text(current))
+            return
+        signal.signal(signal.SIGTERM, _interrupt)
+        signal.signal(signal.SIGHUP, _interrupt)
+        for current in election.observe():
+            text = leader_text(current, stamp=True)
+            click.echo(json.dumps(leader_json(path, current)) if as_json else text)
+            sys.stdout.flush()
+    except KeyboardInterrupt:
+        pass
+    except LockError as error:
+        fail(f"cannot read {path}: {error}")
+    finally:
+        client.stop()
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt

@@ -1,0 +1,87 @@
+"""Leader election as a lock kind: the flows both front ends share (no I/O).
+
+Theory of operation
+-------------------
+A candidate is a contender of kind ``elect`` (``elect-<attempt>-<sequence>``) under the
+election path, and campaigning is acquiring: the one engine (``zklocks._flow``) creates
+the node, and the exclusive rule (``zklocks._strategies``) makes the head of the line
+the leader and has every other candidate watch only its immediate predecessor. When the
+leader goes (resigns, dies, its session expires) exactly one candidate is woken: the
+next in line, which leads with a larger fencing token (its node's creation zxid).
+Leading is holding: the term is a ``Lease``, lost on the holder's own clock.
+
+An observer is not a candidate. It reads the head of the line and watches *only the
+head's node* (one getData watch), so a thousand candidates joining behind it cost the
+observer nothing; when the head is deleted it reads the line again. Only while nobody
+leads does it watch the path's children (or, with no path yet, the path's creation):
+one watch in every state. A leader that comes and goes between two reads is not seen:
+observers see every leader they could see, in order, never one twice in a row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import Any
+
+from zklocks import _nodes
+from zklocks._contenders import Contender, _contender
+from zklocks._errors import ClientClosed, LockError
+from zklocks._ops import TIMED_OUT, AwaitDeletion, GetChildren, GetData, NodeData, Op
+from zklocks._protocol.errors import (
+    ClientClosedError,
+    ConnectionLossError,
+    NoNodeError,
+    SessionExpiredError,
+)
+
+KIND = _nodes.ELECTION_KIND
+
+
+def candidates(children: list[str]) -> list[_nodes.NodeName]:
+    """The election's candidates in line order (other children ignored)."""
+    return [node for node in _nodes.queue(children) if node.kind == KIND]
+
+
+def read_leader(path: str) -> Generator[Op, Any, Contender | None]:
+    """Who leads the election at ``path`` now: the head of the line, or None."""
+    while True:
+        children = yield GetChildren(path)
+        if isinstance(children, NoNodeError):
+            return None
+        if isinstance(children, ConnectionLossError | SessionExpiredError):
+            continue
+        if isinstance(children, ClientClosedError):
+            raise ClientClosed(f"cannot read the leader of {path}: the client is stopped")
+        if not isinstance(children, list):
+            raise LockError(f"cannot list {path}: {children}")
+        line = candidates(children)
+        if not line:
+            return None
+        head = line[0]
+        reply = yield GetData(f"{path}/{head.name}")
+        if isinstance(reply, NodeData):
+            return _contender(path, head, reply, holder=True)
+        if isinstance(reply, ClientClosedError):
+            raise ClientClosed(f"cannot read the leader of {path}: the client is stopped")
+        # gone meanwhile (it resigned, or its session ended) or no answer: read again
+
+
+def await_leader_gone(node: str, deadline: float | None) -> Generator[Op, Any, bool]:
+    """Watch the leader's node until it is deleted (True) or ``deadline`` (False).
+
+    A lost connection or an expired session also answers True: the watch may be gone
+    with it, so the caller reads the line again rather than wait on nothing. A stopped
+    client answers False: the observation is over.
+    """
+    reply = yield AwaitDeletion((node,), deadline=deadline)
+    return not (reply is TIMED_OUT or isinstance(reply, ClientClosedError))
+
+
+def has_candidates(reply: object) -> bool:
+    """Does a (watched) listing of the path show a candidate?"""
+    return isinstance(reply, list) and bool(candidates(reply))
+
+
+def same_leader(a: Contender | None, b: Contender | None) -> bool:
+    """One term is one node: a leader that resigned and won again is a change."""
+    return (a is None and b is None) or (a is not None and b is not None and a.node == b.node)
