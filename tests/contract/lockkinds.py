@@ -14,9 +14,10 @@ KINDS: dict[str, LockFactory] = {
     "write": lambda client, path: client.read_write_lock(path).write,
     "read": lambda client, path: client.read_write_lock(path).read,
     "semaphore": lambda client, path: client.semaphore(path, permits=1),
+    "election": lambda client, path: client.election(path),
 }
-EXCLUSIVE = ["fair", "unfair", "write", "semaphore"]
-QUEUED_EXCLUSIVE = ["fair", "write", "semaphore"]
+EXCLUSIVE = ["fair", "unfair", "write", "semaphore", "election"]
+QUEUED_EXCLUSIVE = ["fair", "write", "semaphore", "election"]
 
 
 def blocker_kind(kind: str) -> str:

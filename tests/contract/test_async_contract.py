@@ -25,9 +25,10 @@ KINDS: dict[str, Callable[[zklocks.AsyncClient, str], zklocks.AsyncLock]] = {
     "write": lambda client, path: client.read_write_lock(path).write,
     "read": lambda client, path: client.read_write_lock(path).read,
     "semaphore": lambda client, path: client.semaphore(path, permits=1),
+    "election": lambda client, path: client.election(path),
 }
 ALL = list(KINDS)
-QUEUED_EXCLUSIVE = ["fair", "write", "semaphore"]
+QUEUED_EXCLUSIVE = ["fair", "write", "semaphore", "election"]
 
 
 def blocker(kind: str) -> str:
@@ -92,7 +93,7 @@ def test_acquire_release_and_tokens(kind: str, hosts: str, lock_path: str) -> No
     run(scenario)
 
 
-@pytest.mark.parametrize("kind", ["fair", "unfair", "write", "semaphore"])
+@pytest.mark.parametrize("kind", ["fair", "unfair", "write", "semaphore", "election"])
 def test_tasks_exclude_each_other(kind: str, hosts: str, lock_path: str) -> None:
     async def scenario() -> None:
         async with zklocks.AsyncClient(hosts) as client:

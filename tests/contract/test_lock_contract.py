@@ -349,6 +349,8 @@ def test_contenders_lists_holders_then_waiters(
             named = rw.read if kind == "read" else rw.write
         elif kind == "semaphore":
             named = make_client().semaphore(lock_path, permits=1, identifier="job-42")
+        elif kind == "election":
+            named = make_client().election(lock_path, identifier="job-42")
         else:
             named = make_client().lock(lock_path, identifier="job-42")
 
@@ -361,9 +363,12 @@ def test_contenders_lists_holders_then_waiters(
     found = waiter.contenders()
     assert found[0].node == held.node and found[0].holder
     assert found[0].token == held.token
-    assert found[0].kind == {"read": "write", "write": "write", "semaphore": "lease"}.get(
-        kind, "lock"
-    )
+    assert found[0].kind == {
+        "read": "write",
+        "write": "write",
+        "semaphore": "lease",
+        "election": "elect",
+    }.get(kind, "lock")
     if kind != "unfair":  # the one-node lock keeps no queue: waiters have no node
         assert len(found) == 2
         assert not found[1].holder
@@ -385,7 +390,9 @@ def test_foreign_children_are_ignored(
     lock = KINDS[kind](client, lock_path)
     with lock:
         assert [c.kind for c in lock.contenders()] == [
-            {"read": "read", "write": "write", "semaphore": "lease"}.get(kind, "lock")
+            {"read": "read", "write": "write", "semaphore": "lease", "election": "elect"}.get(
+                kind, "lock"
+            )
         ]
 
 

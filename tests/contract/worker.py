@@ -25,6 +25,8 @@ def make_lock(client: zklocks.Client, path: str, kind: str) -> zklocks.Lock:
         return rw.read if kind == "read" else rw.write
     if kind.startswith("semaphore"):
         return client.semaphore(path, permits=int(kind.removeprefix("semaphore") or 1))
+    if kind == "election":
+        return client.election(path)
     raise SystemExit(f"unknown kind {kind}")
 
 
