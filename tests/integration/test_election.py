@@ -100,9 +100,11 @@ def test_campaign_resign_leader_and_tokens(clients: list[zklocks.Client], path: 
 
 
 def test_an_election_path_is_not_a_lock_path(clients: list[zklocks.Client], path: str) -> None:
-    with clients[0].election(path):
-        with pytest.raises(zklocks.InvalidArgument, match="election and as a lock"):
-            clients[1].lock(path).acquire(timeout=5)
+    with (
+        clients[0].election(path),
+        pytest.raises(zklocks.InvalidArgument, match="election and as a lock"),
+    ):
+        clients[1].lock(path).acquire(timeout=5)
     assert children(clients[0], path) == []
 
 
