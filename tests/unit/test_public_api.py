@@ -55,3 +55,12 @@ def test_sync_and_async_locks_share_method_names() -> None:
         assert names <= set(dir(cls)), cls
     for cls in (zklocks.Client, zklocks.AsyncClient):
         assert {"lock", "read_write_lock", "semaphore", "start", "stop"} <= set(dir(cls))
+
+
+def test_elections_and_multi_locks_share_names_across_front_ends() -> None:
+    for cls in (zklocks.Election, zklocks.AsyncElection):
+        assert {"campaign", "resign", "leader", "is_leader", "observe"} <= set(dir(cls)), cls
+    for cls in (zklocks.MultiLock, zklocks.AsyncMultiLock):
+        assert {"acquire", "release", "held", "leases", "locks"} <= set(dir(cls)), cls
+    for cls in (zklocks.Client, zklocks.AsyncClient):
+        assert {"election", "multi_lock"} <= set(dir(cls)), cls
