@@ -26,7 +26,7 @@ from zklocks.sim.runner import (
     plan_for,
     replay,
 )
-from zklocks.sim.scenario import FAMILIES
+from zklocks.sim.scenario import FAMILIES, MORE_FAMILIES
 
 CHUNK = 500
 
@@ -42,16 +42,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--families",
         default=",".join(FAMILIES),
-        help=f"lock kinds to draw scenarios from (default {','.join(FAMILIES)})",
+        help=f"lock kinds to draw scenarios from (default {','.join(FAMILIES)}; "
+        f"also: {','.join(MORE_FAMILIES)})",
     )
     parser.add_argument(
         "--strict", action="store_true", help="fail on known, already reported issues too"
     )
     args = parser.parse_args(argv)
     families = tuple(f.strip() for f in args.families.split(",") if f.strip())
-    unknown = set(families) - set(FAMILIES)
+    unknown = set(families) - set(FAMILIES + MORE_FAMILIES)
     if unknown:
-        parser.error(f"unknown families {sorted(unknown)}; choose from {FAMILIES}")
+        parser.error(f"unknown families {sorted(unknown)}; choose from {FAMILIES + MORE_FAMILIES}")
     options = Options(families=families)
     if args.seed is not None:
         return _replay(args.seed, args.plan, args.trace, options)

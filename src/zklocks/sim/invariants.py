@@ -5,7 +5,7 @@ strategy planted into the flows cannot vouch for itself) and the model's ground 
 
 After every step
   * **Holders**: among holders whose lease is not lost, never two exclusive holders
-    (fair or one-node lock), no reader beside a writer, at most N semaphore holders.
+    (fair or one-node lock), never two leaders (election), no reader beside a writer, at most N semaphore holders.
     A lease is lost by the clock rule (``Lease.check``: last answered request *sent* +
     session timeout), by a loss notice (our node deleted, session expired), or — the one
     exemption — its session was expired by the plan's ``ExpireSession`` fault, which no
@@ -98,6 +98,8 @@ class Checker:
         family = self.scenario.family
         if family in ("mutex", "single"):
             trouble = "two non-lost exclusive holders"
+        elif family == "election":
+            trouble = "two non-lost leaders"
         elif family == "rw":
             if not any(h.kind == "write" for h in live):
                 return

@@ -13,6 +13,10 @@ FAMILIES = ("mutex", "single", "rw", "semaphore")
 """mutex: fair lock; single: the one-node lock (``fair=False``); rw: readers and
 writers on one path; semaphore: leases of N permits."""
 
+MORE_FAMILIES = ("election",)
+"""Drawn only when asked for (``families=``), so the default seeds keep their scenarios:
+election: candidates campaign and resign (at most one leader; no candidate stuck)."""
+
 LOCK_PATH = "/locks/x"
 
 
@@ -82,6 +86,8 @@ def _cycle(rng: random.Random, family: str) -> Cycle:
         kind = "write" if rng.random() < 0.5 else "read"
     elif family == "semaphore":
         kind = "lease"
+    elif family == "election":
+        kind = "elect"
     else:
         kind = "lock"
     blocking = rng.random() < 0.85
