@@ -26,5 +26,5 @@ def test_election_schedules_keep_every_invariant() -> None:
 def test_a_planted_second_leader_is_caught() -> None:
     """Every candidate "leads" at once: the one-leader invariant must say so."""
     assert scenario_for(0, families=ELECTIONS.families).family == "election"
-    with pytest.raises(SimulationFailure, match="out of turn|two non-lost leaders"):
+    with pytest.raises(SimulationFailure, match=r"out of turn|two non-lost leaders"):
         explore(range(200), options=ELECTIONS, decide=lambda me, queue: GRANTED)

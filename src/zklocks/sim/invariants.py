@@ -5,7 +5,8 @@ strategy planted into the flows cannot vouch for itself) and the model's ground 
 
 After every step
   * **Holders**: among holders whose lease is not lost, never two exclusive holders
-    (fair or one-node lock), never two leaders (election), no reader beside a writer, at most N semaphore holders.
+    (fair or one-node lock), never two leaders (election), no reader beside a writer,
+    at most N semaphore holders.
     A lease is lost by the clock rule (``Lease.check``: last answered request *sent* +
     session timeout), by a loss notice (our node deleted, session expired), or — the one
     exemption — its session was expired by the plan's ``ExpireSession`` fault, which no
