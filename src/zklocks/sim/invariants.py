@@ -65,15 +65,20 @@ class Checker:
         self.top_exclusive_token = 0
         self.top_token = 0
         self._queue_key = -1
-        self._queue: list[_nodes.NodeName] = []
+        self._queues: dict[str, list[_nodes.NodeName]] = {}
+        self._tops: dict[str, int] = {}  # multi: the top token of each further path
 
-    def queue(self) -> list[_nodes.NodeName]:
-        """The server's line under the lock path now (cached per tree change)."""
+    def queue(self, path: str | None = None) -> list[_nodes.NodeName]:
+        """The server's line under a lock path now (cached per tree change)."""
         model = self.sim.model
+        path = path or self.scenario.path
         if self._queue_key != model.writes:
-            self._queue = _nodes.queue(model.children_of(self.scenario.path))
+            self._queues.clear()
             self._queue_key = model.writes
-        return self._queue
+        line = self._queues.get(path)
+        if line is None:
+            line = self._queues[path] = _nodes.queue(model.children_of(path))
+        return line
 
     # -- after every step -------------------------------------------------------------
 
@@ -84,10 +89,14 @@ class Checker:
             holding = client.holding
             if holding is None:
                 continue
-            if not holding.lease.lost and holding.session_id not in sim.force_expired:
-                live.append(holding)
+            for held in (holding, *client.others):
+                if not held.lease.lost and held.session_id not in sim.force_expired:
+                    live.append(held)
         if len(live) > 1:
-            self._check_holders(live)
+            if self.scenario.paths:
+                self._check_each_path(live)
+            else:
+                self._check_holders(live)
         for holding in live:
             self._check_notice(sim.clients[holding.client], holding)
         if self.scenario.fair:
@@ -110,6 +119,15 @@ class Checker:
                 return
             trouble = f"{len(live)} non-lost holders of a {self.permits}-permit semaphore"
         raise Violation(f"{trouble}: {'; '.join(self._describe(h) for h in live)}")
+
+    def _check_each_path(self, live: list[Holding]) -> None:
+        """multi: one non-lost holder per lock path."""
+        for path in self.scenario.paths:
+            here = [h for h in live if h.node.rsplit("/", 1)[0] == path]
+            if len(here) > 1:
+                raise Violation(
+                    f"two non-lost holders of {path}: {'; '.join(map(self._describe, here))}"
+                )
 
     def _describe(self, holding: Holding) -> str:
         facts = holding.lease._session
@@ -136,7 +154,7 @@ class Checker:
         for path in client.awaiting:
             if path not in nodes:
                 return  # a deletion is on its way to the waiter
-        line = self.queue()
+        line = self.queue(client.awaiting[0].rsplit("/", 1)[0])
         me = next((node for node in line if node.attempt == client.attempt), None)
         if me is None:
             return  # our node is gone: the waiter will start over
@@ -163,7 +181,7 @@ class Checker:
         if holding.token != node.czxid:
             raise Violation(f"{client}: token {holding.token} is not czxid {node.czxid}")
         if self.scenario.fair:
-            line = self.queue()
+            line = self.queue(spec.path)
             name = holding.node.rsplit("/", 1)[1]
             me = next(n for n in line if n.name == name)
             if not isinstance(decide(me, line), Granted):
@@ -171,6 +189,9 @@ class Checker:
                     f"{client} was granted {name} out of turn; the line is {[n.name for n in line]}"
                 )
         if lost:
+            return
+        if spec.path != self.scenario.path:  # multi: tokens grow per path
+            self._on_grant_elsewhere(client, holding, spec.path)
             return
         exclusive = spec.kind in _nodes.EXCLUSIVE_KINDS or (
             spec.kind == "lease" and self.permits == 1
@@ -188,6 +209,15 @@ class Checker:
             self.top_exclusive_token = max(self.top_exclusive_token, holding.token)
         self.top_token = max(self.top_token, holding.token)
 
+    def _on_grant_elsewhere(self, client: SimClient, holding: Holding, path: str) -> None:
+        top = self._tops.get(path, 0)
+        if holding.token <= top:
+            raise Violation(
+                f"fencing token went backwards on {path}: {client} got {holding.token} "
+                f"after {top}"
+            )
+        self._tops[path] = holding.token
+
     def after_exit(self, client: SimClient, spec: AcquireSpec, result: str) -> None:
         sim = self.sim
         if result == "timed out" and (spec.deadline is None or sim.now < spec.deadline):
@@ -201,7 +231,7 @@ class Checker:
 
     def _nodes_of_attempt(self, spec: AcquireSpec) -> list[str]:
         if self.scenario.fair:
-            return [n.name for n in self.queue() if n.attempt == spec.attempt]
+            return [n.name for n in self.queue(spec.path) if n.attempt == spec.attempt]
         node = self.sim.model.nodes.get(f"{spec.path}/{_nodes.SINGLE_NODE}")
         if node is not None and _nodes.decode_payload(node.data).attempt == spec.attempt:
             return [_nodes.SINGLE_NODE]
@@ -232,13 +262,13 @@ class Checker:
                 + "; ".join(self._stuck(client) for client in stuck)
                 + f"; the line is {[n.name for n in self.queue()]}"
             )
-        left = sim.model.children_of(self.scenario.path)
-        if left:
-            owners = {
-                name: hex(sim.model.nodes[f"{self.scenario.path}/{name}"].ephemeral_owner)
-                for name in left
-            }
-            raise Violation(f"orphan nodes after quiescence: {owners}")
+        for path in self.scenario.lock_paths:
+            left = sim.model.children_of(path)
+            if left:
+                owners = {
+                    name: hex(sim.model.nodes[f"{path}/{name}"].ephemeral_owner) for name in left
+                }
+                raise Violation(f"orphan nodes after quiescence: {owners}")
 
     def _stuck(self, client: SimClient) -> str:
         action = client.action

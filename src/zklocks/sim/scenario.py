@@ -13,11 +13,13 @@ FAMILIES = ("mutex", "single", "rw", "semaphore")
 """mutex: fair lock; single: the one-node lock (``fair=False``); rw: readers and
 writers on one path; semaphore: leases of N permits."""
 
-MORE_FAMILIES = ("election",)
+MORE_FAMILIES = ("election", "multi")
 """Drawn only when asked for (``families=``), so the default seeds keep their scenarios:
-election: candidates campaign and resign (at most one leader; no candidate stuck)."""
+election: candidates campaign and resign (at most one leader; no candidate stuck);
+multi: each cycle takes two fair locks as one multi-lock, given in a random order."""
 
 LOCK_PATH = "/locks/x"
+MULTI_PATHS = (LOCK_PATH, "/locks/y")
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +31,7 @@ class Cycle:
     timeout: float | None  # seconds, or None: wait for ever
     hold: float  # seconds held before release
     think: float  # seconds before the acquire call
+    given: tuple[int, ...] = ()  # multi: the order the locks are given in (indices of paths)
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +48,12 @@ class Scenario:
     clients: tuple[ClientScript, ...]
     start_cversion: int | None  # lock path pre-made (persistent) with this child counter
     shuffle_children: bool  # getChildren answers in a shuffled order, as a HashSet would
+    paths: tuple[str, ...] = ()  # multi: every lock path (``path`` is the first)
+
+    @property
+    def lock_paths(self) -> tuple[str, ...]:
+        """Every path a client of this scenario locks."""
+        return self.paths or (self.path,)
 
     @property
     def fair(self) -> bool:
@@ -78,6 +87,7 @@ def scenario_for(seed: int, *, families: tuple[str, ...] = FAMILIES) -> Scenario
         clients=tuple(clients),
         start_cversion=start_cversion,
         shuffle_children=rng.random() < 0.5,
+        paths=MULTI_PATHS if family == "multi" else (),
     )
 
 
@@ -98,4 +108,5 @@ def _cycle(rng: random.Random, family: str) -> Cycle:
         timeout=timeout,
         hold=round(rng.uniform(0.0, 0.3), 3),
         think=round(rng.uniform(0.0, 0.15), 3),
+        given=(((0, 1) if rng.random() < 0.5 else (1, 0)) if family == "multi" else ()),
     )

@@ -43,7 +43,7 @@ from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
-from zklocks import _flow, _nodes
+from zklocks import _flow, _multilock, _nodes
 from zklocks._drive import (
     ancestors,
     first_gone,
@@ -206,6 +206,7 @@ class SimClient:
         self.attempt: str | None = None  # the acquire in progress
         self.awaiting: tuple[str, ...] | None = None  # nodes an AwaitDeletion waits on
         self.holding: Holding | None = None
+        self.others: list[Holding] = []  # multi: the parts held beyond ``holding``
         self.interruptible = False
         self.interrupted = False
         self.interrupted_at = ""  # the kind of operation the interrupt landed on
@@ -316,6 +317,9 @@ class SimClient:
 
     def program(self) -> Generator[Action, Any, None]:
         sim = self.sim
+        if sim.scenario.paths:
+            yield from self.multi_program()
+            return
         for cycle in self.script.cycles:
             if cycle.think:
                 yield Sleep(sim.now + cycle.think)
@@ -338,6 +342,43 @@ class SimClient:
                 if isinstance(exc, Violation):
                     raise
                 raise Violation(f"{self}: release of {holding.node} raised {exc!r}") from exc
+
+    def multi_program(self) -> Generator[Action, Any, None]:
+        """What ``MultiLock`` does: take the locks in the global order under one deadline;
+        if one is not had, release what was taken; hold; release in reverse order."""
+        sim = self.sim
+        for cycle in self.script.cycles:
+            if cycle.think:
+                yield Sleep(sim.now + cycle.think)
+            given = [sim.spec_for(self, cycle, sim.scenario.paths[i]) for i in cycle.given]
+            taken: list[Holding] = []
+            for index in _multilock.global_order(given):
+                acquired = yield from self.acquire(given[index], cycle)
+                if acquired is None:
+                    break
+                taken.append(self.grant(given[index], acquired))
+            if len(taken) == len(given):
+                yield Sleep(sim.now + cycle.hold)
+            for holding in reversed(taken):
+                yield from self.give_up(holding)
+
+    def give_up(self, holding: Holding) -> Generator[Action, Any, None]:
+        """Release one holding, as ``Lock._give_up`` does."""
+        sim = self.sim
+        sim.checker.before_release(self, holding)
+        if self.holding is holding:
+            self.holding = self.others.pop(0) if self.others else None
+        else:
+            self.others.remove(holding)
+        holding.lease.end()
+        if sim.trace is not None:
+            sim.note(self, f"releases {_short(holding.node)}")
+        try:
+            yield from self.drive(_flow.release(holding.node, holding.token, holding.lease.owner))
+        except Exception as exc:
+            if isinstance(exc, Violation):
+                raise
+            raise Violation(f"{self}: release of {holding.node} raised {exc!r}") from exc
 
     def acquire(self, spec: _flow.AcquireSpec, cycle: Cycle) -> Generator[Action, Any, Any]:
         sim = self.sim
@@ -377,7 +418,10 @@ class SimClient:
             self.index, spec.kind, acquired.node, acquired.token, self.session_id, lease, sim.now
         )
         self.keeper.track(lease, self.watch_node)
-        self.holding = holding
+        if self.holding is None:
+            self.holding = holding
+        else:  # multi: a further part
+            self.others.append(holding)
         sim.grants.append(holding)
         sim.record(self, spec, "granted", acquired.node)
         sim.checker.on_grant(self, holding, spec)
@@ -725,7 +769,9 @@ class Simulation:
 
     # -- bookkeeping ----------------------------------------------------------------------
 
-    def spec_for(self, client: SimClient, cycle: Cycle) -> _flow.AcquireSpec:
+    def spec_for(
+        self, client: SimClient, cycle: Cycle, path: str | None = None
+    ) -> _flow.AcquireSpec:
         scenario = self.scenario
         attempt = f"{self.tokens.getrandbits(128):032x}"
         payload = _nodes.Payload(
@@ -735,7 +781,7 @@ class Simulation:
             pid=client.index,
         )
         return _flow.AcquireSpec(
-            path=scenario.path,
+            path=path or scenario.path,
             kind=cycle.kind,
             data=_nodes.encode_payload(payload),
             attempt=attempt,
