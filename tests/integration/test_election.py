@@ -242,6 +242,11 @@ def test_observe_sees_every_change_in_order_on_one_watch(
     session_id = observer._session_or_raise().session_id()
     head = candidates[0].term
     assert head is not None
+    # The observer sets its watch right after it yields: wait for the server to have it
+    # (a server-side state no event tells us about), then count.
+    deadline = time.monotonic() + 10
+    while not watches_of(zk_server, session_id) and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert watches_of(zk_server, session_id) == [head.node]  # one watch: the head's node
     for candidate, successor in zip(candidates, ["b", "c", None], strict=True):
         candidate.step_down.set()
