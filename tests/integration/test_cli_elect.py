@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import queue
 import signal
 import subprocess
@@ -96,3 +97,24 @@ def test_elect_gives_up_after_its_timeout_with_75(
     assert children(kazoo, path) == []
     status, _, err = finish(zklocks(zk_server.hosts, "elect", path))
     assert status == 2 and "missing the command" in err
+
+
+def test_paused_leader_stops_its_command_and_exits_76(
+    zk_server: ZooKeeperServer, kazoo: KazooClient, path: str
+) -> None:
+    """SIGSTOP `zklocks elect` past its session timeout: on SIGCONT it learns the term
+    is lost and stops the command, exactly as `run` does."""
+    script = 'echo "$ZKLOCKS_NODE"; trap "echo got TERM; exit 9" TERM; while :; do sleep 0.05; done'
+    process = zklocks(
+        zk_server.hosts, "elect", path, "--session-timeout", "1", "--", "sh", "-c", script
+    )
+    read_line(process)
+    os.kill(process.pid, signal.SIGSTOP)
+    try:
+        wait_for_children(kazoo, path, 0)  # the server expired the session: node gone
+    finally:
+        os.kill(process.pid, signal.SIGCONT)
+    status, out, err = finish(process)
+    assert status == 76
+    assert "got TERM" in out
+    assert "lost" in err
