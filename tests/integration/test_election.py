@@ -322,3 +322,17 @@ def test_multi_lock_refuses_two_locks_on_one_path(clients: list[zklocks.Client],
         clients[0].multi_lock([rw.read, rw.write])
     with pytest.raises(zklocks.InvalidArgument, match="at least one"):
         clients[0].multi_lock([])
+
+
+def test_multi_lock_error_half_way_releases_what_it_took(
+    clients: list[zklocks.Client], path: str
+) -> None:
+    first, second = f"{path}/a", f"{path}/b"
+    with clients[0].semaphore(second, permits=3):
+        multi = clients[1].multi_lock(
+            [clients[1].semaphore(second, permits=2), clients[1].lock(first)]
+        )
+        with pytest.raises(zklocks.InvalidArgument, match="disagree on permits"):
+            multi.acquire(timeout=5)  # /a taken first (global order), then /b refused
+        assert children(clients[0], first) == []
+        assert len(children(clients[0], second)) == 1
