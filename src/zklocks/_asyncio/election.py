@@ -10,27 +10,19 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Iterable
 from types import TracebackType
-from typing import TYPE_CHECKING
 
 from zklocks import _election, _multilock, _validate
 from zklocks._asyncio import driver
 from zklocks._asyncio.locks import AsyncLock
 from zklocks._contenders import Contender
 from zklocks._errors import ClientClosed, LockLost, NotHeld
-from zklocks._holdings import LockConfig
 from zklocks._lease import AsyncLease
 from zklocks._ops import Exists, GetChildren, Stat
 from zklocks._protocol.errors import NoNodeError
 
-if TYPE_CHECKING:
-    from zklocks._asyncio.client import AsyncClient
-
 
 class AsyncElection(AsyncLock):
     """A leader election for asyncio; each task that campaigns is a candidate."""
-
-    def __init__(self, client: AsyncClient, config: LockConfig) -> None:
-        super().__init__(client, config)
 
     async def campaign(self, timeout: float | None = None) -> AsyncLease:
         """Wait until this task leads (``LockTimeout`` after ``timeout``) and return the

@@ -11,19 +11,14 @@ import threading
 import time
 from collections.abc import Iterable, Iterator
 from types import TracebackType
-from typing import TYPE_CHECKING
 
 from zklocks import _election, _multilock, _validate
 from zklocks._contenders import Contender
 from zklocks._errors import ClientClosed, LockLost, NotHeld
-from zklocks._holdings import LockConfig
 from zklocks._lease import Lease
 from zklocks._ops import Exists, GetChildren, Stat
 from zklocks._protocol.errors import NoNodeError
 from zklocks._sync.locks import Lock
-
-if TYPE_CHECKING:
-    from zklocks._sync.client import Client
 
 
 class Election(Lock):
@@ -34,9 +29,6 @@ class Election(Lock):
     with every new leader. Candidates queue in FIFO order; each watches only the one
     before it, so the death of a leader wakes one candidate, never the herd.
     """
-
-    def __init__(self, client: Client, config: LockConfig) -> None:
-        super().__init__(client, config)
 
     def campaign(self, timeout: float | None = None) -> Lease:
         """Block until this thread leads (or ``timeout`` passes: ``LockTimeout``, with our
