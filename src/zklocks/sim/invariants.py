@@ -65,20 +65,18 @@ class Checker:
         self.top_exclusive_token = 0
         self.top_token = 0
         self._queue_key = -1
-        self._queues: dict[str, list[_nodes.NodeName]] = {}
+        self._queue: list[_nodes.NodeName] = []
         self._tops: dict[str, int] = {}  # multi: the top token of each further path
 
     def queue(self, path: str | None = None) -> list[_nodes.NodeName]:
-        """The server's line under a lock path now (cached per tree change)."""
+        """The server's line under a lock path now (the main path's cached per change)."""
         model = self.sim.model
-        path = path or self.scenario.path
+        if path is not None and path != self.scenario.path:
+            return _nodes.queue(model.children_of(path))  # multi's further path
         if self._queue_key != model.writes:
-            self._queues.clear()
+            self._queue = _nodes.queue(model.children_of(self.scenario.path))
             self._queue_key = model.writes
-        line = self._queues.get(path)
-        if line is None:
-            line = self._queues[path] = _nodes.queue(model.children_of(path))
-        return line
+        return self._queue
 
     # -- after every step -------------------------------------------------------------
 
@@ -89,7 +87,9 @@ class Checker:
             holding = client.holding
             if holding is None:
                 continue
-            for held in (holding, *client.others):
+            if not holding.lease.lost and holding.session_id not in sim.force_expired:
+                live.append(holding)
+            for held in client.others:  # multi: the further parts
                 if not held.lease.lost and held.session_id not in sim.force_expired:
                     live.append(held)
         if len(live) > 1:
@@ -154,7 +154,7 @@ class Checker:
         for path in client.awaiting:
             if path not in nodes:
                 return  # a deletion is on its way to the waiter
-        line = self.queue(client.awaiting[0].rsplit("/", 1)[0])
+        line = self.queue(client.awaiting[0].rsplit("/", 1)[0] if self.scenario.paths else None)
         me = next((node for node in line if node.attempt == client.attempt), None)
         if me is None:
             return  # our node is gone: the waiter will start over
