@@ -87,9 +87,11 @@ class LockSummary:
 
     @property
     def kind(self) -> str:
-        """In words: "lock", "read/write", "semaphore(3)", ..."""
+        """In words: "lock", "read/write", "semaphore(3)", "election", ..."""
         if "lease" in self.kinds:
             return f"semaphore({self.permits})"
+        if "elect" in self.kinds:
+            return "election"
         if set(self.kinds) & {"read", "write"}:
             return "read/write"
         return "lock"

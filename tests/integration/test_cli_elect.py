@@ -59,6 +59,8 @@ def test_elect_runs_while_leader_and_leader_follows_the_succession(
     assert json.loads(out)["leader"]["node"] == node
     status, out, _ = finish(zklocks(hosts, "leader", path))
     assert status == 0 and out.startswith("first (pid ")
+    status, out, _ = finish(zklocks(hosts, "ls", path, "--json"))
+    assert status == 0 and [entry["kind"] for entry in json.loads(out)] == ["election"]
 
     second = zklocks(
         hosts, "elect", path, "--identifier", "second", "--",
