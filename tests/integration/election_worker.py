@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 
 import zklocks
 from zklocks.fencing import FencedStore, StaleToken
@@ -49,6 +50,7 @@ def terms(hosts: str, path: str, marker: str, count: int) -> None:
             with election:
                 fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)  # two leaders: fails
                 os.close(fd)
+                time.sleep(0.01)  # a term long enough for a second leader to collide with
                 os.unlink(marker)
         print(f"TERMS {count}", flush=True)
 
