@@ -4,12 +4,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Awaitable, Callable
 
 import pytest
 
 import zklocks
+from proxy import Proxy
 from zklocks.server import ZooKeeperServer
 
 
@@ -96,5 +98,42 @@ def test_cancelled_multi_lock_leaves_nothing(zk_server: ZooKeeperServer, path: s
                 assert [lease.node.rsplit("/", 2)[1] for lease in leases] == ["b", "a"]
                 assert multi.held
             assert await children(one, first) == await children(one, second) == []
+
+    run(scenario)
+
+
+def test_observer_cut_off_during_a_handover_sees_the_new_leader(
+    zk_server: ZooKeeperServer, path: str
+) -> None:
+    """The leader changes while the observer's connection is down: after it reconnects
+    (same session, watches restored) it reports the new leader."""
+
+    async def scenario() -> None:
+        async with (
+            Proxy("127.0.0.1", zk_server.port) as proxy,
+            zklocks.AsyncClient(proxy.hosts) as watching,
+            zklocks.AsyncClient(zk_server.hosts) as one,
+            zklocks.AsyncClient(zk_server.hosts) as two,
+        ):
+            seen: asyncio.Queue[str | None] = asyncio.Queue()
+
+            async def observe() -> None:
+                async for leader in watching.election(path).observe():
+                    await seen.put(None if leader is None else leader.identifier)
+
+            a = one.election(path, identifier="a")
+            await a.campaign()
+            observer = asyncio.create_task(observe())
+            assert await asyncio.wait_for(seen.get(), 10) == "a"
+            proxy.reset()  # the observer's connection dies...
+            await a.resign()  # ...and the leader changes while it is away
+            b = two.election(path, identifier="b")
+            await b.campaign()
+            assert await asyncio.wait_for(seen.get(), 20) == "b"
+            await b.resign()
+            assert await asyncio.wait_for(seen.get(), 10) is None
+            observer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await observer
 
     run(scenario)
