@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 import zklocks
+from helpers import expire_session
 from zklocks.fencing import FencedStore, StaleToken
 from zklocks.server import ZooKeeperServer
 
@@ -336,3 +337,28 @@ def test_multi_lock_error_half_way_releases_what_it_took(
             multi.acquire(timeout=5)  # /a taken first (global order), then /b refused
         assert children(clients[0], first) == []
         assert len(children(clients[0], second)) == 1
+
+
+def test_observer_whose_session_expired_goes_on_observing(
+    zk_server: ZooKeeperServer, clients: list[zklocks.Client], path: str
+) -> None:
+    """An expiry drops every watch: the observer reads the line again in its new session."""
+    observer = clients[3]
+    seen: queue.Queue[str | None] = queue.Queue()
+
+    def observe() -> None:
+        for leader in observer.election(path).observe():
+            seen.put(None if leader is None else leader.identifier)
+
+    a = Candidate(clients[0], path, "a").start_in_line()
+    assert a.elected.wait(10)
+    threading.Thread(target=observe, daemon=True).start()
+    assert seen.get(timeout=10) == "a"
+    old_session = observer._session_or_raise().session_id()
+    expire_session(observer, zk_server.hosts)
+    b = Candidate(clients[1], path, "b").start_in_line()
+    a.step_down.set()
+    assert seen.get(timeout=20) == "b"
+    assert observer._session_or_raise().session_id() != old_session
+    b.step_down.set()
+    assert seen.get(timeout=10) is None
