@@ -134,8 +134,10 @@ class AsyncMultiLock:
                 wait = _multilock.remaining(deadline, time.monotonic())
                 leases[index] = await part.acquire(wait)
                 taken.append(part)
-        except BaseException:
-            await _release_all(reversed(taken))
+        except BaseException as exc:
+            interruption = await _release_all(reversed(taken))
+            if isinstance(interruption, asyncio.CancelledError) and interruption is not exc:
+                raise interruption from exc  # a cancel during cleanup is never swallowed
             raise
         result = [leases[index] for index in range(len(self._parts))]
         _multilock.share_fate(result)

@@ -143,8 +143,10 @@ class MultiLock:
                 part = self._parts[index]
                 leases[index] = part.acquire(_multilock.remaining(deadline, time.monotonic()))
                 taken.append(part)
-        except BaseException:
-            _release_all(reversed(taken))
+        except BaseException as exc:
+            interruption = _release_all(reversed(taken))
+            if interruption is not None and not isinstance(interruption, Exception):
+                raise interruption from exc  # a Ctrl-C during cleanup is never swallowed
             raise
         result = [leases[index] for index in range(len(self._parts))]
         _multilock.share_fate(result)
