@@ -140,7 +140,9 @@ def release(node: str, token: int, owner: int = 0) -> Generator[Op, Any, bool]:
     *next* holder's. So it is deleted only while it is ours: on the first attempt, while
     our session is still ``owner`` (the session that created it; a local check); after a
     lost reply, or with the owner unknown, while its creation zxid is our token and its
-    owner our session (read from the server before every attempt).
+    owner our session (read from the server before every attempt). Callers pass
+    ``owner=0`` once the lease is lost: another client may have deleted our node, and
+    the ``lock`` there now is someone else's though our session lives.
     """
     if node.rsplit("/", 1)[1] == _nodes.SINGLE_NODE:
         return (yield from _shielded(_delete_single_node(node, token=token, owner=owner)))

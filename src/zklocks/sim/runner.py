@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from zklocks.sim.faults import FaultPlan, format_plan, random_plan
 from zklocks.sim.invariants import Violation
 from zklocks.sim.scenario import FAMILIES, scenario_for
-from zklocks.sim.scheduler import DecideFn, Outcome, Simulation, patched_decide
+from zklocks.sim.scheduler import AcquireFn, DecideFn, Outcome, Simulation, patched_decide
 
 TRACE_TAIL = 40
 
@@ -195,15 +195,19 @@ def replay(
     decide: DecideFn | None = None,
     trace: bool = False,
     options: Options = DEFAULT,
+    acquire: AcquireFn | None = None,
 ) -> RunResult:
-    """Run one schedule exactly as ``seed`` and ``plan`` say; ``SimulationFailure`` if bad."""
+    """Run one schedule exactly as ``seed`` and ``plan`` say; ``SimulationFailure`` if bad.
+
+    ``decide`` and ``acquire`` replace the strategy or the acquire flow (to plant a bug).
+    """
     try:
-        return _run(seed, plan, decide, trace, options)
+        return _run(seed, plan, decide, trace, options, acquire)
     except Violation as violation:
         traced = getattr(violation, "trace", None)
         if traced is None:  # run it again, tracing, for the failure's message
             try:
-                _run(seed, plan, decide, True, options)
+                _run(seed, plan, decide, True, options, acquire)
             except Violation as again:
                 if str(again) != str(violation):
                     raise AssertionError(
@@ -224,15 +228,24 @@ def run(
     decide: DecideFn | None = None,
     trace: bool = False,
     options: Options = DEFAULT,
+    acquire: AcquireFn | None = None,
 ) -> RunResult:
     """One schedule with the fault plan the seed draws."""
-    return replay(seed, plan_for(seed, options), decide=decide, trace=trace, options=options)
+    plan = plan_for(seed, options)
+    return replay(seed, plan, decide=decide, trace=trace, options=options, acquire=acquire)
 
 
 def _run(
-    seed: int, plan: FaultPlan, decide: DecideFn | None, trace: bool, options: Options
+    seed: int,
+    plan: FaultPlan,
+    decide: DecideFn | None,
+    trace: bool,
+    options: Options,
+    acquire: AcquireFn | None = None,
 ) -> RunResult:
     sim = Simulation(seed, plan, trace=trace, families=options.families)
+    if acquire is not None:
+        sim.acquire_flow = acquire
     try:
         with patched_decide(decide):
             sim.run()
@@ -254,14 +267,19 @@ def _run(
 
 
 def shrink(
-    seed: int, plan: FaultPlan, *, decide: DecideFn | None = None, options: Options = DEFAULT
+    seed: int,
+    plan: FaultPlan,
+    *,
+    decide: DecideFn | None = None,
+    options: Options = DEFAULT,
+    acquire: AcquireFn | None = None,
 ) -> FaultPlan:
     """A smallest sub-plan (dropping faults one at a time) that still fails the same way.
 
     "The same way": the violation's kind (its text up to the first colon) is unchanged.
     """
     try:
-        _run(seed, plan, decide, False, options)
+        _run(seed, plan, decide, False, options, acquire)
     except Violation as violation:
         kind = _kind(str(violation))
     else:
@@ -273,7 +291,7 @@ def shrink(
         for index in range(len(current)):
             candidate = current[:index] + current[index + 1 :]
             try:
-                _run(seed, candidate, decide, False, options)
+                _run(seed, candidate, decide, False, options, acquire)
             except Violation as violation:
                 if _kind(str(violation)) == kind:
                     current = candidate
@@ -293,6 +311,7 @@ def explore(
     options: Options = DEFAULT,
     known: Sequence[KnownIssue] = (),
     shrink_failures: bool = True,
+    acquire: AcquireFn | None = None,
 ) -> ExploreStats:
     """Run every seed; the first failure raises ``SimulationFailure`` (plan shrunk).
 
@@ -303,7 +322,7 @@ def explore(
     for seed in seeds:
         plan = plan_for(seed, options)
         try:
-            result = _run(seed, plan, decide, False, options)
+            result = _run(seed, plan, decide, False, options, acquire)
         except Violation as violation:
             family = getattr(violation, "family", "")
             issue = next((k for k in known if k.matches(family, str(violation))), None)
@@ -312,9 +331,13 @@ def explore(
                 stats.known[issue.name] += 1
                 stats.known_seeds.setdefault(issue.name, seed)
                 continue
-            small = shrink(seed, plan, decide=decide, options=options) if shrink_failures else plan
+            small = (
+                shrink(seed, plan, decide=decide, options=options, acquire=acquire)
+                if shrink_failures
+                else plan
+            )
             try:
-                replay(seed, small, decide=decide, options=options)
+                replay(seed, small, decide=decide, options=options, acquire=acquire)
             except SimulationFailure as failure:
                 raise SimulationFailure(
                     seed,
