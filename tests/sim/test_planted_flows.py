@@ -20,6 +20,8 @@ from zklocks.sim import (
     Options,
     SimulationFailure,
     explore,
+    format_plan,
+    parse_plan,
     replay,
     scenario_for,
 )
@@ -148,3 +150,9 @@ def test_mixed_scenarios_can_be_explored_alone() -> None:
     with pytest.raises(SimulationFailure) as caught:
         explore(range(200), acquire=blind_one_node, options=mixed)
     assert "--families mixed" in str(caught.value)
+
+
+def test_a_delete_fault_reads_back_from_its_text() -> None:
+    plan = (DeleteNode(client=2, at=0.4),)
+    assert format_plan(plan) == "delete:client=2,at=0.4"
+    assert parse_plan(format_plan(plan)) == plan
