@@ -243,9 +243,7 @@ def _run(
     options: Options,
     acquire: AcquireFn | None = None,
 ) -> RunResult:
-    sim = Simulation(seed, plan, trace=trace, families=options.families)
-    if acquire is not None:
-        sim.acquire_flow = acquire
+    sim = Simulation(seed, plan, trace=trace, families=options.families, acquire=acquire)
     try:
         with patched_decide(decide):
             sim.run()

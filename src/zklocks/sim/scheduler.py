@@ -490,11 +490,11 @@ class Simulation:
         trace: bool = False,
         families: tuple[str, ...] = FAMILIES,
         max_steps: int = MAX_STEPS,
-        acquire: AcquireFn = _flow.acquire,
+        acquire: AcquireFn | None = None,
     ) -> None:
         self.seed = seed
         self.plan = plan
-        self.acquire_flow = acquire
+        self.acquire_flow: AcquireFn = acquire or _flow.acquire
         self.scenario: Scenario = scenario_for(seed, families=families)
         self.rng = random.Random(seed * 4 + 2)
         self.tokens = random.Random(seed * 4 + 3)
