@@ -81,6 +81,22 @@ def test_counts_requests_per_uncontended_cycle(smoke: tuple[Path, dict[str, Any]
         assert record.get("rounds") or record["error"].startswith("missing")
 
 
+def test_curator_row_counts_the_same_three_requests(
+    smoke: tuple[Path, dict[str, Any], str],
+) -> None:
+    """The Java reference ran (the smoke installs Curator and a JDK when missing, and
+    compiles the worker) and was measured like the others: by the server's counters."""
+    _, raw, _ = smoke
+    assert raw["meta"]["curator"]["curator"].startswith("5.")
+    record = _ok(raw["uncontended"]["curator"], "uncontended curator")
+    assert record["rounds"][0]["requests"] == pytest.approx(3, abs=0.5)  # create, list, delete
+    ops = record["round_trips"]["ops"]
+    assert ops.get("delete") == 1 and sum(ops.values()) == pytest.approx(3), ops
+    for by_lib in raw["hot"].values():
+        figures = _ok(by_lib["curator"], "hot curator")["rounds"][0]
+        assert all(count > 0 for count in figures["per_process"])  # every JVM acquired
+
+
 def test_contention_and_queue_figures_are_sane(smoke: tuple[Path, dict[str, Any], str]) -> None:
     _, raw, _ = smoke
     for scenario in ("rw", "semaphore"):
