@@ -97,7 +97,7 @@ MODES = {
         async_waiters=(2000,),
         async_budget=20.0,
         profile_cycles=600,
-        jvm_warmup=2000,
+        jvm_warmup=3000,
     ),
     "smoke": Params(
         rounds=1,

@@ -24,6 +24,10 @@ ZK_LIBS = ("zklocks", "zklocks-unfair", "kazoo")
 def smoke(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any], str]:
     out = tmp_path_factory.mktemp("bench")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    # The Curator row needs Curator's jars and a JDK; on a fresh machine this installs them
+    # (apt) before the run, so the run's own time limit is the benchmark's alone. The run
+    # calls the same script again (then a no-op), as `make bench` does.
+    subprocess.run([str(ROOT / "scripts" / "ensure-curator.sh")], check=True, timeout=600)
     run = subprocess.run(
         [sys.executable, "-m", "benchmarks.run", "--smoke", "--out", str(out)],
         cwd=ROOT,
@@ -42,7 +46,7 @@ def _ok(record: dict[str, Any], what: str) -> dict[str, Any]:
     return record
 
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]  # apt may run first: see smoke()
 
 
 def test_writes_the_table_and_prints_the_headline(smoke: tuple[Path, dict[str, Any], str]) -> None:
