@@ -14,7 +14,7 @@ from zklocks.sim import FAMILIES, KNOWN_ISSUES, explore
 SCHEDULES = 10_000
 
 
-@pytest.mark.timeout(120)  # the budget: under two minutes, with room for a slower machine
+@pytest.mark.timeout(600)  # a hang guard only: ~20 s on an idle machine, minutes under heavy load
 def test_ten_thousand_schedules_keep_every_invariant() -> None:
     stats = explore(range(SCHEDULES), known=KNOWN_ISSUES)
     print(stats.summary())
