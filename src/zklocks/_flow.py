@@ -77,6 +77,10 @@ from zklocks._strategies import Granted, Refused, WaitFor, decide
 Flow: TypeAlias = Generator[Op, Any, Any]
 T = TypeVar("T")
 
+CLEANUP_RETRIES = 2
+"""Cleanup requests wait for a connection as long as the session lives, and are sent
+again after a dropped connection; this many drops in a row mean a broken server."""
+
 
 @dataclass(frozen=True, slots=True)
 class AcquireSpec:
@@ -173,7 +177,7 @@ def _protected_create(spec: AcquireSpec, attempt: _Attempt) -> Generator[Op, Any
             attempt.children = children if isinstance(children, list) else (yield from _list(spec))
             return created
         if isinstance(created, ConnectionLossError | SessionExpiredError):
-            adopted = yield from _find_own_node(spec, attempt)
+            adopted = yield from _find_own_node(spec, attempt, spec.deadline)
             attempt.create_in_flight = False
             if adopted is not None:
                 return adopted
@@ -182,11 +186,24 @@ def _protected_create(spec: AcquireSpec, attempt: _Attempt) -> Generator[Op, Any
         raise _unexpected(created, spec.path)
 
 
-def _find_own_node(spec: AcquireSpec, attempt: _Attempt) -> Generator[Op, Any, Created | None]:
-    """After a create of unknown fate: our node if it exists in our session, else None."""
+def _find_own_node(
+    spec: AcquireSpec, attempt: _Attempt, deadline: float | None = None
+) -> Generator[Op, Any, Created | None]:
+    """After a create of unknown fate: our node if it exists in our session, else None.
+
+    Within an acquire it observes the call's ``deadline``. In cleanup (no deadline) it
+    gives up after ``CLEANUP_RETRIES`` dropped connections in a row: a server that breaks
+    every connection would otherwise keep the caller for ever.
+    """
+    losses = 0
     while True:
-        children = yield GetChildren(spec.path)
+        children = yield GetChildren(spec.path, deadline=deadline)
+        if children is TIMED_OUT:
+            raise LockTimeout(f"timed out waiting for a connection to lock {spec.path}")
         if isinstance(children, ConnectionLossError):
+            losses += 1
+            if deadline is None and losses > CLEANUP_RETRIES:
+                return None
             continue
         if isinstance(children, SessionExpiredError | NoNodeError):
             return None  # an expired session took the node with it
@@ -196,13 +213,18 @@ def _find_own_node(spec: AcquireSpec, attempt: _Attempt) -> Generator[Op, Any, C
         if not ours:
             return None
         path = f"{spec.path}/{ours[0]}"
-        stat = yield Exists(path)
+        stat = yield Exists(path, deadline=deadline)
+        if stat is TIMED_OUT:
+            raise LockTimeout(f"timed out waiting for a connection to lock {spec.path}")
         session = yield SessionId()
         if isinstance(stat, Stat) and stat.ephemeral_owner == session:
             attempt.node = path
             attempt.children = children
             return Created(path, stat)
         if isinstance(stat, ConnectionLossError):
+            losses += 1
+            if deadline is None and losses > CLEANUP_RETRIES:
+                return None
             continue
         yield from _delete(path)  # left by an older session of ours: not ours to adopt
         return None
@@ -303,7 +325,9 @@ def _acquire_single_node(spec: AcquireSpec) -> Generator[Op, Any, Acquired | Non
                 continue
             if isinstance(created, ConnectionLossError):
                 attempt.create_in_flight = True
-                owned = yield from _single_node_stat(node, attempt=spec.attempt)
+                owned = yield from _single_node_stat(
+                    node, attempt=spec.attempt, deadline=spec.deadline
+                )
                 attempt.create_in_flight = False
                 if owned is not None:
                     return Acquired(node, owned.czxid, owned.ephemeral_owner)
@@ -322,13 +346,20 @@ def _acquire_single_node(spec: AcquireSpec) -> Generator[Op, Any, Acquired | Non
 
 
 def _single_node_stat(
-    node: str, *, attempt: str = "", token: int = 0
+    node: str, *, attempt: str = "", token: int = 0, deadline: float | None = None
 ) -> Generator[Op, Any, Stat | None]:
     """The one-node lock's stat if it is ours: our current session's, and our attempt's
-    (by the attempt token in its data) or our grant's (by its creation zxid)."""
+    (by the attempt token in its data) or our grant's (by its creation zxid). Observes
+    ``deadline``; without one, gives up (None) after ``CLEANUP_RETRIES`` drops in a row."""
+    losses = 0
     while True:
-        reply = yield GetData(node)
+        reply = yield GetData(node, deadline=deadline)
+        if reply is TIMED_OUT:
+            raise LockTimeout(f"timed out waiting for a connection to lock {node}")
         if isinstance(reply, ConnectionLossError):
+            losses += 1
+            if deadline is None and losses > CLEANUP_RETRIES:
+                return None
             continue
         if not isinstance(reply, NodeData):
             return None
@@ -346,7 +377,7 @@ def _delete_single_node(
 ) -> Generator[Op, Any, bool]:
     """Delete the one-node lock only while it is ours; re-check before every retry."""
     checked_locally = False
-    while True:
+    for _ in range(CLEANUP_RETRIES + 1):
         if owner and not checked_locally:
             checked_locally = True
             if (yield SessionId()) != owner:
@@ -361,6 +392,7 @@ def _delete_single_node(
         if not isinstance(reply, ConnectionLossError):
             raise _unexpected(reply, node)
         # the delete may have been applied before the connection dropped: check again
+    return False  # every connection broke under it: a broken server, not a dropped link
 
 
 # -- shared steps -----------------------------------------------------------------------
@@ -420,7 +452,7 @@ def _cleanup(spec: AcquireSpec, attempt: _Attempt) -> Generator[Op, Any, None]:
 
 
 def _delete(node: str) -> Generator[Op, Any, bool]:
-    while True:
+    for _ in range(CLEANUP_RETRIES + 1):
         reply = yield Delete(node)
         if reply is None:
             return True
@@ -428,6 +460,7 @@ def _delete(node: str) -> Generator[Op, Any, bool]:
             return False  # gone already, or the server removes it as the session ends
         if not isinstance(reply, ConnectionLossError):
             raise _unexpected(reply, node)
+    return False  # every connection broke under it: a broken server, not a dropped link
 
 
 def _unexpected(reply: object, path: str) -> LockError:

@@ -11,11 +11,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from zklocks._connection import Connection, SessionState
-from zklocks._errors import ConnectionFailed
+from zklocks._errors import ConnectionFailed, InvalidArgument
 from zklocks._native import facts_of, reply_of, submit_all, wrap_watcher
 from zklocks._ops import TIMED_OUT, GetData, Reply, Request
 from zklocks._protocol.errors import (
@@ -67,9 +68,18 @@ class _Latch:
 class NativeSession:
     """One connection on one loop thread, seen through the ``SyncSession`` interface."""
 
-    def __init__(self, hosts: str, *, session_timeout: float, connect_timeout: float) -> None:
+    def __init__(
+        self,
+        hosts: str,
+        *,
+        session_timeout: float,
+        connect_timeout: float,
+        ensemble_lag: float | None = None,
+    ) -> None:
+        # ``connect_timeout`` bounds the whole start; each attempt gets a share of it
+        # (the connection's own per-attempt bound), so a frozen member costs a fraction.
         self._connection = Connection(
-            hosts, session_timeout=session_timeout, connect_timeout=connect_timeout
+            hosts, session_timeout=session_timeout, ensemble_lag=ensemble_lag
         )
         self._connect_timeout = connect_timeout
         self._loop = asyncio.new_event_loop()
@@ -98,6 +108,12 @@ class NativeSession:
         except BaseException:
             self._shut_down()
             raise
+        if self._connection.chroot_exists is False:
+            self.close()
+            raise InvalidArgument(
+                f"chroot {self._connection.chroot} does not exist on the server; "
+                "create it first, or remove it from the hosts string"
+            )
         self._loop.call_soon_threadsafe(self._connected.set)
 
     def close(self) -> None:
@@ -157,7 +173,9 @@ class NativeSession:
         watcher: Watcher | None,
         done: _Latch,
     ) -> None:
-        if deadline is None or self._connected.is_set():
+        if deadline is not None and time.monotonic() >= deadline:
+            done.set([TIMED_OUT for _ in requests])  # no request leaves after its deadline
+        elif deadline is None or self._connected.is_set():
             self._submit(requests, watcher, done)
         else:
             self._loop.create_task(self._submit_when_connected(requests, deadline, watcher, done))
