@@ -21,7 +21,10 @@ that needs a clock, a socket or a callback:
   ``ConnectionLossError`` (the server may or may not have applied it; the caller
   decides); requests submitted meanwhile wait in a queue. Hosts are tried in turn
   (shuffled once at start), starting with the one after the host that failed, each
-  attempt bounded by ``connect_timeout``. On the new connection the session is resumed
+  attempt bounded by ``connect_timeout`` and by a share of the time left, so a member
+  that accepts TCP and never answers cannot use it all. A connection that died young
+  is followed by a capped, jittered, doubling backoff (a broken server must not cost a
+  reconnect per round trip). On the new connection the session is resumed
   with its id, password and last zxid; then auth is re-sent and every watch restored
   with setWatches before the queue is flushed.
 * **Expiry.** The session is LOST when a server says so during the handshake, or when
@@ -33,7 +36,8 @@ that needs a clock, a socket or a callback:
 * **Lease time.** ``last_answered_sent`` is the ``time.monotonic()`` at which the most
   recently answered request (pings and the handshake included) was sent: the server
   heard from us no earlier than that, so the session lives at least until that instant
-  plus the session timeout.
+  plus the session timeout — on a standalone server. On an ensemble a lease counts from
+  ``lease_sent`` instead (see that property).
 """
 
 from __future__ import annotations

@@ -29,7 +29,10 @@ Queued kinds (fair lock, read, write, semaphore lease):
    KeyboardInterrupt, task cancellation. If the create was in flight and its fate is
    unknown, find our node by attempt token and delete it. Cleanup requests carry no
    deadline: a connection loss during cleanup is retried after reconnect (an orphan
-   would block everyone), and a session expiry means the server has removed it already.
+   would block everyone) up to ``CLEANUP_RETRIES`` times in a row (a server that breaks
+   every connection must not keep the caller for ever), and a session expiry means the
+   server has removed it already. Every other request carries the call's deadline, so
+   every retry loop ends there: the drivers send nothing after it.
 
 One-node exclusive lock (``fair=False``, seed 000): create the ephemeral node ``lock``
 (its data names our attempt); if it exists, watch it and retry when it is deleted. One

@@ -8,7 +8,12 @@ server may expire our session, delete our node and grant the lock to someone els
 
     last_answered_sent + session_timeout
 
-measured on our own monotonic clock. ``lost`` is true from that instant on, whether or
+measured on our own monotonic clock. That holds where the server that answers is the
+one that times the session (a standalone server). On an ensemble only the leader times
+sessions and a member cut off from it goes on answering for a while, so the session's
+``last_answered_sent`` fact is then the connection's ``lease_sent``: an earlier answer
+the leader has surely counted (see ``Connection.lease_sent`` and docs/locks.md, "What
+lost guarantees on an ensemble"). ``lost`` is true from that instant on, whether or
 not we have noticed a disconnection: a process that was paused (SIGSTOP, a long GC, a
 suspended VM) learns it on its first look at the clock, before it reconnects. While the
 connection is down but that instant has not come, the lease is ``suspended``.
