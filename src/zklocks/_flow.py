@@ -45,7 +45,7 @@ increasing transaction id, so a later holder of the same path always has a large
 from __future__ import annotations
 
 from collections.abc import Generator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeAlias, TypeVar
 
 from zklocks import _nodes
@@ -164,15 +164,20 @@ def _protected_create(spec: AcquireSpec, attempt: _Attempt) -> Generator[Op, Any
     prefix = f"{spec.path}/{_nodes.sequential_prefix(spec.kind, spec.attempt, spec.permits)}"
     create = Create(prefix, spec.data, ephemeral=True, sequential=True, deadline=spec.deadline)
     listing = GetChildren(spec.path, deadline=spec.deadline)
+    first = Pipeline((create, listing))
+    again = Pipeline((replace(create, retry=True), replace(listing, retry=True)))
+    retry = parents_made = False
     while True:
         attempt.create_in_flight = True
-        created, children = yield Pipeline((create, listing))
+        created, children = yield (again if retry else first)
         if created is TIMED_OUT:
             attempt.create_in_flight = False
             raise LockTimeout(f"timed out waiting for a connection to lock {spec.path}")
         if isinstance(created, NoNodeError):
             attempt.create_in_flight = False
-            yield from _create_parents(spec)
+            yield from _create_parents(spec, retry=parents_made)
+            # The create right after making the parents is still the first try.
+            retry, parents_made = parents_made, True
             continue
         if isinstance(created, Created):
             attempt.node = created.path
@@ -184,6 +189,7 @@ def _protected_create(spec: AcquireSpec, attempt: _Attempt) -> Generator[Op, Any
             attempt.create_in_flight = False
             if adopted is not None:
                 return adopted
+            retry = True
             continue
         attempt.create_in_flight = False
         raise _unexpected(created, spec.path)
@@ -199,8 +205,9 @@ def _find_own_node(
     every connection would otherwise keep the caller for ever.
     """
     losses = 0
+    retry = deadline is not None  # within an acquire: it follows a failed create
     while True:
-        children = yield GetChildren(spec.path, deadline=deadline)
+        children = yield GetChildren(spec.path, deadline=deadline, retry=retry)
         if children is TIMED_OUT:
             raise LockTimeout(f"timed out waiting for a connection to lock {spec.path}")
         if isinstance(children, ConnectionLossError):
@@ -216,7 +223,7 @@ def _find_own_node(
         if not ours:
             return None
         path = f"{spec.path}/{ours[0]}"
-        stat = yield Exists(path, deadline=deadline)
+        stat = yield Exists(path, deadline=deadline, retry=retry)
         if stat is TIMED_OUT:
             raise LockTimeout(f"timed out waiting for a connection to lock {spec.path}")
         session = yield SessionId()
@@ -281,8 +288,9 @@ def _granted_without(me: _nodes.NodeName, line: list[_nodes.NodeName], name: str
 def _await_deletion(spec: AcquireSpec, decision: WaitFor) -> Generator[Op, Any, str | None]:
     """Wait until a blocker is deleted: its name, or None if our session expired."""
     blockers = tuple(f"{spec.path}/{name}" for name in decision.nodes)
+    retry = False
     while True:
-        reply = yield AwaitDeletion(blockers, deadline=spec.deadline)
+        reply = yield AwaitDeletion(blockers, deadline=spec.deadline, retry=retry)
         if isinstance(reply, Gone):
             return reply.node.rsplit("/", 1)[1]
         if reply is TIMED_OUT:
@@ -290,13 +298,15 @@ def _await_deletion(spec: AcquireSpec, decision: WaitFor) -> Generator[Op, Any, 
         if isinstance(reply, SessionExpiredError):
             return None
         if isinstance(reply, ConnectionLossError):
+            retry = True
             continue
         raise _unexpected(reply, spec.path)
 
 
 def _list(spec: AcquireSpec) -> Generator[Op, Any, list[str]]:
+    retry = False
     while True:
-        children = yield GetChildren(spec.path, deadline=spec.deadline)
+        children = yield GetChildren(spec.path, deadline=spec.deadline, retry=retry)
         if isinstance(children, list):
             return children
         if children is TIMED_OUT:
@@ -304,6 +314,7 @@ def _list(spec: AcquireSpec) -> Generator[Op, Any, list[str]]:
         if isinstance(children, SessionExpiredError | NoNodeError):
             return []  # our node is gone with the session (or the path): start over
         if isinstance(children, ConnectionLossError):
+            retry = True
             continue
         raise _unexpected(children, spec.path)
 
@@ -314,18 +325,23 @@ def _list(spec: AcquireSpec) -> Generator[Op, Any, list[str]]:
 def _acquire_single_node(spec: AcquireSpec) -> Generator[Op, Any, Acquired | None]:
     node = f"{spec.path}/{_nodes.SINGLE_NODE}"
     attempt = _Attempt()
+    retry = parents_made = False
     try:
         while True:
             attempt.create_in_flight = True
-            created = yield Create(node, spec.data, ephemeral=True, deadline=spec.deadline)
+            created = yield Create(
+                node, spec.data, ephemeral=True, deadline=spec.deadline, retry=retry
+            )
             attempt.create_in_flight = False
             if isinstance(created, Created):
                 return Acquired(node, created.stat.czxid, created.stat.ephemeral_owner)
             if created is TIMED_OUT:
                 raise LockTimeout(f"timed out waiting for a connection to lock {spec.path}")
             if isinstance(created, NoNodeError):
-                yield from _create_parents(spec)
+                yield from _create_parents(spec, retry=parents_made)
+                retry, parents_made = parents_made, True
                 continue
+            retry = isinstance(created, ConnectionLossError | SessionExpiredError)
             if isinstance(created, ConnectionLossError):
                 attempt.create_in_flight = True
                 owned = yield from _single_node_stat(
@@ -356,7 +372,7 @@ def _single_node_stat(
     ``deadline``; without one, gives up (None) after ``CLEANUP_RETRIES`` drops in a row."""
     losses = 0
     while True:
-        reply = yield GetData(node, deadline=deadline)
+        reply = yield GetData(node, deadline=deadline, retry=deadline is not None)
         if reply is TIMED_OUT:
             raise LockTimeout(f"timed out waiting for a connection to lock {node}")
         if isinstance(reply, ConnectionLossError):
@@ -401,17 +417,17 @@ def _delete_single_node(
 # -- shared steps -----------------------------------------------------------------------
 
 
-def _create_parents(spec: AcquireSpec) -> Generator[Op, Any, None]:
+def _create_parents(spec: AcquireSpec, *, retry: bool = False) -> Generator[Op, Any, None]:
     """Make the lock path; the caller then creates again, whatever happened here.
 
     A lost connection, an expired session (the next create uses the new one) or an
     ancestor container reaped meanwhile all mean: try the create again.
     """
-    reply = yield CreateParents(spec.path, deadline=spec.deadline)
+    reply = yield CreateParents(spec.path, deadline=spec.deadline, retry=retry)
     if reply is TIMED_OUT:
         raise LockTimeout(f"timed out waiting for a connection to lock {spec.path}")
-    retry = ConnectionLossError | SessionExpiredError | NoNodeError
-    if isinstance(reply, ZooKeeperError) and not isinstance(reply, retry):
+    try_again = ConnectionLossError | SessionExpiredError | NoNodeError
+    if isinstance(reply, ZooKeeperError) and not isinstance(reply, try_again):
         raise _unexpected(reply, spec.path)
 
 

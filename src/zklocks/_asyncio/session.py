@@ -47,8 +47,6 @@ class AsyncSession:
             return [ClientClosedError() for _ in requests]
         if not requests:
             return []
-        if deadline is not None and time.monotonic() >= deadline:
-            return [TIMED_OUT for _ in requests]  # no request leaves after its deadline
         if deadline is not None and not self._connected.is_set():
             try:
                 await asyncio.wait_for(

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -173,9 +172,7 @@ class NativeSession:
         watcher: Watcher | None,
         done: _Latch,
     ) -> None:
-        if deadline is not None and time.monotonic() >= deadline:
-            done.set([TIMED_OUT for _ in requests])  # no request leaves after its deadline
-        elif deadline is None or self._connected.is_set():
+        if deadline is None or self._connected.is_set():
             self._submit(requests, watcher, done)
         else:
             self._loop.create_task(self._submit_when_connected(requests, deadline, watcher, done))
