@@ -31,8 +31,10 @@ Queued kinds (fair lock, read, write, semaphore lease):
    deadline: a connection loss during cleanup is retried after reconnect (an orphan
    would block everyone) up to ``CLEANUP_RETRIES`` times in a row (a server that breaks
    every connection must not keep the caller for ever), and a session expiry means the
-   server has removed it already. Every other request carries the call's deadline, so
-   every retry loop ends there: the drivers send nothing after it.
+   server has removed it already. Every other request carries the call's deadline, and
+   one yielded again after a failure is marked ``retry``: the drivers never send a retry
+   after the deadline, so every retry loop ends there (a first try still goes out while
+   connected: ``timeout=0`` on a free lock succeeds).
 
 One-node exclusive lock (``fair=False``, seed 000): create the ephemeral node ``lock``
 (its data names our attempt); if it exists, watch it and retry when it is deleted. One
