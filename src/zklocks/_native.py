@@ -90,5 +90,6 @@ def facts_of(connection: Connection) -> SessionFacts:
         clock=time.monotonic,
         session_timeout=lambda: connection.session_timeout,
         last_answered_sent=lambda: connection.lease_sent,
+        lagging=lambda: connection.ensemble_lag > 0,
         connected=lambda: connection.state is SessionState.CONNECTED,
     )

@@ -140,6 +140,8 @@ def test_a_holder_behind_a_cut_off_member_is_lost_before_anyone_else_holds(
     with zklocks.Client(member.hosts, session_timeout=2.0, ensemble_lag=LAG) as holder:
         lock = holder.lock(path)
         lease = lock.acquire(timeout=30)
+        told: list[float] = []  # when the lost-callback ran
+        lease.add_lost_callback(lambda _lease: told.append(time.monotonic()))
         with zklocks.Client(_hosts(others), session_timeout=20.0) as waiter_client:
             waiter = waiter_client.lock(path)
             outcome: dict[str, Any] = {}
@@ -172,6 +174,10 @@ def test_a_holder_behind_a_cut_off_member_is_lost_before_anyone_else_holds(
                 f"granted {outcome['granted'] - cut:.2f} s after the cut while the holder's "
                 f"lease ({lease!r}) still said held"
             )
+            # The holder is told too (callbacks, wait_lost), even while its member still
+            # answers: not only once the connection drops.
+            assert told, "the lost-callback never ran"
+            assert told[0] <= outcome["granted"]
 
 
 def _hosts(members: list[EnsembleMember]) -> str:
