@@ -34,13 +34,16 @@ class BrokenServer:
 
     def __exit__(self, *exc: object) -> None:
         self._stopping = True
-        self._listener.close()
         self._thread.join(10)
+        self._listener.close()
 
     def _serve(self) -> None:
+        self._listener.settimeout(0.1)  # so that stopping is noticed
         while not self._stopping:
             try:
                 conn, _ = self._listener.accept()
+            except TimeoutError:
+                continue
             except OSError:
                 return
             self.accepted += 1
