@@ -610,6 +610,7 @@ class Connection:
         )
         if not answered.done():
             answered.cancel()
+            answered.add_done_callback(lambda f: f.cancelled() or f.exception())  # retrieved
         ok = [f.done() and not f.cancelled() and f.exception() is None for f in futures]
         results = [f.result() if good else None for f, good in zip(futures, ok, strict=True)]
         if self._lag_option is None:
