@@ -34,6 +34,7 @@ from zklocks._protocol.jute import (
     Buffer,
     JuteError,
     read_buffer,
+    read_int,
     read_string,
     read_string_vector,
     write_buffer,
@@ -356,8 +357,7 @@ def decode_multi(buf: Buffer, offset: int, chroot: str) -> list[Any]:
         if done:
             return results
         if optype == OpCode.ERROR:
-            (code,) = INT.unpack_from(buf, offset)
-            offset += 4
+            code, offset = read_int(buf, offset)
             results.append(error_for_code(code))
         elif optype == OpCode.CREATE:
             path, offset = read_string(buf, offset)
