@@ -36,9 +36,14 @@ def clean(value: object, *, newlines: bool = False, limit: int | None = LIMIT) -
     return "".join(_shown(ch, newlines) for ch in text)
 
 
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
 def _shown(ch: str, newlines: bool) -> str:
     if ch.isprintable() or (newlines and ch == "\n"):
         return ch
+    if ch in _NAMED:
+        return _NAMED[ch]
     code = ord(ch)
     if code <= 0xFF:
         return f"\\x{code:02x}"
