@@ -129,6 +129,7 @@ def render(state: dict[str, Any], *, observed_at: float | None = None) -> Render
         ("watches", "left"),
     ):
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    leftovers = False  # a contender node no session owns: it never goes away by itself
     for entry in holders + waiters:
         if entry["holder"]:
             state_text = Text("holding", style="green")
@@ -140,8 +141,8 @@ def render(state: dict[str, Any], *, observed_at: float | None = None) -> Render
             state_text = Text("refused" if entry["refused"] else "waiting", style="yellow")
             duration = seconds(entry["age_s"] + drift)
         if not entry.get("ephemeral", True):
-            # no session owns it: it will never go away by itself
-            state_text.append(" (not ephemeral: a leftover or a forgery)", style="red")
+            state_text.append("*", style="red")
+            leftovers = True
         watches = ", ".join(
             f"#{positions[n]}" if n in positions else _short(n) for n in entry["waits_for"]
         )
@@ -156,6 +157,9 @@ def render(state: dict[str, Any], *, observed_at: float | None = None) -> Render
             str(entry["token"]),
             text(watches),
         )
+    if leftovers:
+        note = "* not ephemeral: no session owns it (a leftover or a forgery), so it stays"
+        return Group(title, table, Text(note, style="red"))
     return Group(title, table)
 
 
