@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Generic, TypeVar
 
 from zklocks import _validate
+from zklocks._errors import InvalidArgument
 from zklocks._holdings import LockConfig, make_config
 
 LockT = TypeVar("LockT")
@@ -18,7 +19,9 @@ class LockMaker(Generic[LockT, ReadWriteT]):
     """``lock``, ``read_write_lock`` and ``semaphore``: validate, then build."""
 
     def __init__(self, hosts: str, session_timeout: float, connect_timeout: float) -> None:
-        self.hosts = _validate.hosts(hosts)  # a bad connect string fails here, not at start
+        if not isinstance(hosts, str) or not hosts.strip():
+            raise InvalidArgument(f"hosts must be a 'host:port,...' string, not {hosts!r}")
+        self.hosts = hosts
         self.session_timeout = _validate.session_timeout(session_timeout)
         self.connect_timeout = _validate.session_timeout(connect_timeout)
 
