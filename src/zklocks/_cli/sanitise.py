@@ -52,6 +52,6 @@ def _shown(ch: str, newlines: bool) -> str:
     return f"\\U{code:08x}"
 
 
-def text(value: object, style: str = "") -> Text:
+def text(value: object, style: str = "", *, limit: int | None = LIMIT) -> Text:
     """``value`` cleaned, as rich ``Text`` (never parsed as markup)."""
-    return Text(clean(value), style=style)
+    return Text(clean(value, limit=limit), style=style)

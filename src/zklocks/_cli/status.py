@@ -110,7 +110,7 @@ def render(state: dict[str, Any], *, observed_at: float | None = None) -> Render
     positions = {e["node"]: e["position"] for e in holders + waiters}
     token = state["token"]
     title = Text.assemble(
-        (clean(state["path"]), "bold"),
+        (clean(state["path"], limit=None), "bold"),
         f"  {len(holders)} holding, {len(waiters)} waiting",
         ("  fencing token " + (str(token) if token is not None else "-"), "cyan"),
     )
@@ -234,7 +234,8 @@ def _hint_not_a_lock(client: Client, path: str, console: Console) -> None:
     below = [summary.path for summary in locks if summary.path != path]
     if below:
         shown = ", ".join(below[:3]) + (" ..." if len(below) > 3 else "")
-        console.print(text(f"(locks below it: {shown}; see `zklocks ls {path}`)", style="dim"))
+        hint = f"(locks below it: {shown}; see `zklocks ls {path}`)"
+        console.print(text(hint, style="dim", limit=None))
 
 
 def _watch(client: Client, path: str, as_json: bool) -> None:
@@ -333,7 +334,7 @@ def ls(root: str, as_json: bool, hosts: str, connect_timeout: float) -> None:
         return
     console = _console()
     if not summaries:
-        console.print(text(f"no locks under {root}"))
+        console.print(text(f"no locks under {root}", limit=None))
         return
     _print(console, _ls_table(summaries))
 
@@ -357,5 +358,6 @@ def _ls_table(summaries: Sequence[LockSummary]) -> Table:
     table.add_column("token", justify="right")
     for s in summaries:
         tokens = ", ".join(map(str, s.tokens[:3])) + (" …" if len(s.tokens) > 3 else "")
-        table.add_row(text(s.path), text(s.kind), str(s.holders), str(s.waiters), tokens or "-")
+        path = text(s.path, limit=None)
+        table.add_row(path, text(s.kind), str(s.holders), str(s.waiters), tokens or "-")
     return table
