@@ -89,6 +89,6 @@ def test_churn_keeps_memory_fds_and_threads_flat(
     print(f"{churned} acquires after warm-up ({warm_count} before): memory {grown:+} bytes")
     assert churned >= 20, "the churn hardly ran: nothing was measured"
     assert grown < BUDGET, f"memory grew {grown} bytes over {churned} acquires"
-    assert after[1] == before[1], "file descriptors"
-    assert after[2] == before[2], "threads"
+    assert after[1] <= before[1], "file descriptors"  # (fewer: an earlier test's, collected)
+    assert after[2] <= before[2], "threads"
     assert not kazoo.exists(path) or kazoo.get_children(path) == []
