@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import Callable
 from types import TracebackType
 
+from zklocks import _validate
 from zklocks._asyncio.locks import AsyncLock, AsyncReadWriteLock
 from zklocks._asyncio.session import AsyncSession
 from zklocks._connection import Connection
@@ -32,6 +33,7 @@ class AsyncClient(LockMaker[AsyncLock, AsyncReadWriteLock]):
         connect_timeout: float = 15.0,
         ensemble_lag: float | None = None,
     ) -> None:
+        _validate.hosts(hosts)  # a bad connect string fails here, not at start()
         super().__init__(hosts, session_timeout, connect_timeout, ensemble_lag)
         self._session: AsyncSession | None = None
         self._stopped = False

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Any, Protocol
 
+from zklocks import _validate
 from zklocks._errors import ClientClosed
 from zklocks._flow import Acquired, Flow
 from zklocks._holdings import LockConfig
@@ -75,6 +76,8 @@ class Client(LockMaker[Lock, ReadWriteLock]):
         ensemble_lag: float | None = None,
         session_factory: SessionFactory | None = None,
     ) -> None:
+        if session_factory is None:  # (a factory of its own decides what hosts means)
+            _validate.hosts(hosts)  # a bad connect string fails here, not at start()
         super().__init__(hosts, session_timeout, connect_timeout, ensemble_lag)
         self._session_factory = session_factory or _default_session_factory
         self._session: SyncSession | None = None
