@@ -18,12 +18,19 @@ DEFAULT_HOSTS = "127.0.0.1:2181"
 class LockMaker(Generic[LockT, ReadWriteT]):
     """``lock``, ``read_write_lock`` and ``semaphore``: validate, then build."""
 
-    def __init__(self, hosts: str, session_timeout: float, connect_timeout: float) -> None:
+    def __init__(
+        self,
+        hosts: str,
+        session_timeout: float,
+        connect_timeout: float,
+        ensemble_lag: float | None = None,
+    ) -> None:
         if not isinstance(hosts, str) or not hosts.strip():
             raise InvalidArgument(f"hosts must be a 'host:port,...' string, not {hosts!r}")
         self.hosts = hosts
         self.session_timeout = _validate.session_timeout(session_timeout)
         self.connect_timeout = _validate.session_timeout(connect_timeout)
+        self.ensemble_lag = None if ensemble_lag is None else _validate.ensemble_lag(ensemble_lag)
 
     def _new_lock(self, config: LockConfig) -> LockT:
         raise NotImplementedError

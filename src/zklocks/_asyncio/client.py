@@ -6,11 +6,12 @@ import asyncio
 from collections.abc import Callable, Iterable
 from types import TracebackType
 
+from zklocks import _validate
 from zklocks._asyncio.election import AsyncElection, AsyncMultiLock
 from zklocks._asyncio.locks import AsyncLock, AsyncReadWriteLock
 from zklocks._asyncio.session import AsyncSession
 from zklocks._connection import Connection
-from zklocks._errors import ClientClosed, ConnectionFailed
+from zklocks._errors import ClientClosed, ConnectionFailed, InvalidArgument
 from zklocks._flow import Acquired
 from zklocks._holdings import LockConfig, make_config
 from zklocks._lease import AsyncLease, LeaseKeeper, SessionFacts
@@ -32,8 +33,10 @@ class AsyncClient(LockMaker[AsyncLock, AsyncReadWriteLock]):
         *,
         session_timeout: float = 10.0,
         connect_timeout: float = 15.0,
+        ensemble_lag: float | None = None,
     ) -> None:
-        super().__init__(hosts, session_timeout, connect_timeout)
+        _validate.hosts(hosts)  # a bad connect string fails here, not at start()
+        super().__init__(hosts, session_timeout, connect_timeout, ensemble_lag)
         self._session: AsyncSession | None = None
         self._stopped = False
         self._keeper = LeaseKeeper(self._facts, self._loop_timer)
@@ -48,8 +51,9 @@ class AsyncClient(LockMaker[AsyncLock, AsyncReadWriteLock]):
             raise ClientClosed("a stopped client cannot be started again; make a new one")
         if self._session is not None:
             return self
+        # ``connect_timeout`` bounds the whole start; each attempt gets a share of it.
         connection = Connection(
-            self.hosts, session_timeout=self.session_timeout, connect_timeout=self.connect_timeout
+            self.hosts, session_timeout=self.session_timeout, ensemble_lag=self.ensemble_lag
         )
         session = AsyncSession(connection)
         connection.add_state_listener(self._keeper.on_state)
@@ -60,6 +64,12 @@ class AsyncClient(LockMaker[AsyncLock, AsyncReadWriteLock]):
                 f"{exc}; is ZooKeeper running there? Start one with `zklocks server`, "
                 "or point --hosts / ZKLOCKS_HOSTS at yours"
             ) from exc
+        if connection.chroot_exists is False:
+            await connection.close()
+            raise InvalidArgument(
+                f"chroot {connection.chroot} does not exist on the server; "
+                "create it first, or remove it from the hosts string"
+            )
         session.mark_connected()
         self._session = session
         return self

@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterable
 from types import TracebackType
 from typing import Any, Protocol
 
+from zklocks import _validate
 from zklocks._errors import ClientClosed
 from zklocks._flow import Acquired, Flow
 from zklocks._holdings import LockConfig, make_config
@@ -27,16 +28,30 @@ class SessionFactory(Protocol):
     """Makes the session a client runs on (the simulator injects its own)."""
 
     def __call__(
-        self, hosts: str, *, session_timeout: float, connect_timeout: float
+        self,
+        hosts: str,
+        *,
+        session_timeout: float,
+        connect_timeout: float,
+        ensemble_lag: float | None = None,
     ) -> StartableSession: ...
 
 
 def _default_session_factory(
-    hosts: str, *, session_timeout: float, connect_timeout: float
+    hosts: str,
+    *,
+    session_timeout: float,
+    connect_timeout: float,
+    ensemble_lag: float | None = None,
 ) -> StartableSession:
     from zklocks._sync.native_session import NativeSession
 
-    return NativeSession(hosts, session_timeout=session_timeout, connect_timeout=connect_timeout)
+    return NativeSession(
+        hosts,
+        session_timeout=session_timeout,
+        connect_timeout=connect_timeout,
+        ensemble_lag=ensemble_lag,
+    )
 
 
 class Client(LockMaker[Lock, ReadWriteLock]):
@@ -46,6 +61,10 @@ class Client(LockMaker[Lock, ReadWriteLock]):
     ``session_timeout`` (seconds) is how long the server keeps our session, and so our
     locks, after it last heard from us; it is also how soon a crashed holder's lock is
     released. Use as a context manager, or call ``start()`` and ``stop()``.
+    ``ensemble_lag`` (seconds) is how far an ensemble member's answers may outrun the
+    leader's session timer: the servers' (syncLimit + 1) x tickTime. ``None`` means 0
+    on a standalone server and ``session_timeout / 4`` on an ensemble; see
+    docs/locks.md, "What lost guarantees on an ensemble".
     ``session_factory`` replaces the transport (``zklocks.sim`` runs clients on its
     in-memory model this way); leave it out to talk to ZooKeeper.
     """
@@ -56,9 +75,12 @@ class Client(LockMaker[Lock, ReadWriteLock]):
         *,
         session_timeout: float = 10.0,
         connect_timeout: float = 15.0,
+        ensemble_lag: float | None = None,
         session_factory: SessionFactory | None = None,
     ) -> None:
-        super().__init__(hosts, session_timeout, connect_timeout)
+        if session_factory is None:  # (a factory of its own decides what hosts means)
+            _validate.hosts(hosts)  # a bad connect string fails here, not at start()
+        super().__init__(hosts, session_timeout, connect_timeout, ensemble_lag)
         self._session_factory = session_factory or _default_session_factory
         self._session: SyncSession | None = None
         self._stopped = False
@@ -81,6 +103,7 @@ class Client(LockMaker[Lock, ReadWriteLock]):
             self.hosts,
             session_timeout=self.session_timeout,
             connect_timeout=self.connect_timeout,
+            ensemble_lag=self.ensemble_lag,
         )
         session.add_state_listener(self._keeper.on_state)
         session.start()
