@@ -50,6 +50,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from zklocks import _diagnose, _events
 from zklocks._ops import Created, NodeData
 from zklocks._protocol import codec
 from zklocks._protocol.constants import DEFAULT_MAX_BUFFER, AddWatchMode, CreateMode, EventType
@@ -119,6 +120,7 @@ class _Wire(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.handshake: asyncio.Future[Established | Expired] = loop.create_future()
         self.lost: asyncio.Future[None] = loop.create_future()
+        self.foreign: bytes | None = None  # what a peer that is not ZooKeeper sent
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
@@ -189,6 +191,8 @@ class Connection:
         self._closer: asyncio.Task[None] | None = None
         self.last_answered_sent: float | None = None
         self.last_host: str | None = None
+        self._failures: dict[str, str] = {}  # host -> why its last attempt failed
+        self._reported: set[str] = set()  # failures logged since the last session
 
     # ------------------------------------------------------------ public state
 
@@ -352,7 +356,10 @@ class Connection:
         now = time.monotonic()
         futures: list[asyncio.Future[Any]] = []
         frames: list[bytes] = []
+        sink = _events.sink
         for request in requests:
+            if sink is not None:
+                sink.request(request)
             future: asyncio.Future[Any] = loop.create_future()
             futures.append(future)
             try:
@@ -367,6 +374,8 @@ class Connection:
         return futures
 
     def _send(self, request: object, future: asyncio.Future[Any], watcher: Watcher | None) -> None:
+        if _events.sink is not None:
+            _events.sink.request(request)
         now = time.monotonic()
         try:
             frame = self._session.request(request, (future, now), watcher)
@@ -393,7 +402,11 @@ class Connection:
         try:
             events = self._session.receive(data)
         except MarshallingError as exc:
-            log.warning("dropping the connection to %s: %s", self.last_host, exc)
+            if wire is self._attempt and wire.foreign is None:
+                wire.foreign = bytes(data[:64])  # reported once, as "not ZooKeeper"
+                log.debug("not a ZooKeeper answer: %s", exc)
+            else:
+                log.warning("dropping the connection to %s: %s", self.last_host, exc)
             wire.abort()
             return
         for event in events:
@@ -530,7 +543,11 @@ class Connection:
                 self._expired(session_id, self._session.expire())
                 continue
             if deadline is not None and now >= deadline:
-                raise ConnectionFailedError(hosts=tuple(tried))
+                reasons = [self._failures[h] for h in tried if h in self._failures]
+                message = "no ZooKeeper server answered" + (
+                    f" ({'; '.join(reasons)})" if reasons else f" (tried {', '.join(tried)})"
+                )
+                raise ConnectionFailedError(message, hosts=tuple(tried))
             host, port = self._addresses[self._host_index % len(self._addresses)]
             self._host_index += 1
             name = f"{host}:{port}"
@@ -573,6 +590,7 @@ class Connection:
                 event = await asyncio.wait_for(self._handshake(wire, host, port), timeout)
             except (OSError, asyncio.TimeoutError, ZooKeeperError) as exc:
                 log.debug("could not connect to %s:%s: %r", host, port, exc)
+                self._report_failure(f"{host}:{port}", exc, wire, timeout)
                 self._abandon(wire)
                 return None
             except BaseException:
@@ -582,10 +600,25 @@ class Connection:
                 self._abandon(wire)
                 return event
             self.last_host = f"{host}:{port}"
+            self._failures.clear()
+            self._reported.clear()
             self._established(wire, event)
             return event
         finally:
             self._attempt = None
+
+    def _report_failure(self, host: str, error: BaseException, wire: _Wire, limit: float) -> None:
+        """Say once per host (until a session is made) why it failed: refused, unknown
+        name, silent, or not ZooKeeper. INFO before the first session (``start()``
+        raises with these reasons), WARNING for a client that was connected."""
+        if wire.foreign is not None:
+            text = _diagnose.not_zookeeper(host, wire.foreign)
+        else:
+            text = _diagnose.failure(host, error, limit)
+        self._failures[host] = text
+        if text not in self._reported:
+            self._reported.add(text)
+            log.log(logging.WARNING if self.last_host else logging.INFO, "%s", text)
 
     def _abandon(self, wire: _Wire) -> None:
         """Abort a connection attempt; close() waits until its socket is really closed."""

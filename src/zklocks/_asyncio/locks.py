@@ -11,7 +11,7 @@ import time
 from types import TracebackType
 from typing import TYPE_CHECKING
 
-from zklocks import _flow, _validate
+from zklocks import _events, _flow, _validate
 from zklocks._asyncio import driver
 from zklocks._contenders import Contender, list_contenders
 from zklocks._errors import LockError, LockLost
@@ -65,10 +65,12 @@ class AsyncLock(LockCore[AsyncLease]):
         session = self._client._session_or_raise()
         deadline = None if timeout is None else time.monotonic() + timeout
         spec = self._config.spec(owner.get_name(), deadline, blocking)
-        acquired = await driver.run(_flow.acquire(spec), session)
+        probe = _events.AcquireProbe(self.kind, self.path)
+        acquired = await driver.run(probe.watch(_flow.acquire(spec)), session)
         if acquired is None:
             return None
         lease = self._client._watch_lease(acquired)
+        probe.held(lease)
         self._holdings.add(owner, lease)
         return lease
 
@@ -83,7 +85,7 @@ class AsyncLock(LockCore[AsyncLease]):
             await self._give_up(lease)
 
     async def _give_up(self, lease: AsyncLease) -> None:
-        lease.end()
+        lease._end()
         session = self._client._session_or_none()
         if session is not None:
             await driver.run(_flow.release(lease.node, lease.token, lease.owner), session)

@@ -12,7 +12,7 @@ import time
 from types import TracebackType
 from typing import TYPE_CHECKING
 
-from zklocks import _flow, _validate
+from zklocks import _events, _flow, _validate
 from zklocks._contenders import Contender, list_contenders
 from zklocks._errors import LockLost
 from zklocks._holdings import LockConfig, LockCore
@@ -53,6 +53,7 @@ class Lock(LockCore[Lease]):
         return self._acquire(None, blocking=False)
 
     def _acquire(self, timeout: float | None, *, blocking: bool) -> Lease | None:
+        driver.warn_if_in_event_loop(stacklevel=4)  # the caller of acquire()
         owner = threading.get_ident()
         again = self._holdings.reenter(owner)
         if again is not None:
@@ -64,10 +65,12 @@ class Lock(LockCore[Lease]):
         session = self._client._session_or_raise()
         deadline = None if timeout is None else time.monotonic() + timeout
         spec = self._config.spec(threading.current_thread().name, deadline, blocking)
-        acquired = driver.run(_flow.acquire(spec), session)
+        probe = _events.AcquireProbe(self.kind, self.path)
+        acquired = driver.run(probe.watch(_flow.acquire(spec)), session)
         if acquired is None:
             return None
         lease = self._client._watch_lease(acquired)
+        probe.held(lease)
         self._holdings.add(owner, lease)
         return lease
 
@@ -82,7 +85,7 @@ class Lock(LockCore[Lease]):
             self._give_up(lease)
 
     def _give_up(self, lease: Lease) -> None:
-        lease.end()
+        lease._end()
         session = self._client._session_or_none()
         if session is not None:
             driver.run(_flow.release(lease.node, lease.token, lease.owner), session)

@@ -327,7 +327,7 @@ class SimClient:
             yield Sleep(sim.now + cycle.hold)
             sim.checker.before_release(self, holding)
             self.holding = None
-            holding.lease.end()  # as Lock._give_up: a later loss is no longer news
+            holding.lease._end()  # as Lock._give_up: a later loss is no longer news
             if sim.trace is not None:
                 sim.note(self, f"releases {_short(holding.node)}")
             try:
