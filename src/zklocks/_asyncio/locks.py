@@ -44,6 +44,8 @@ class AsyncLock(LockCore[AsyncLease]):
         """Wait until held (or ``timeout`` seconds pass) and return the lease.
 
         Cancelling the waiting task deletes our node, then ``CancelledError`` propagates.
+        Raises ``LockTimeout``, ``AlreadyHeld``, ``InvalidArgument``, ``ClientClosed`` and
+        ``LockError`` as ``Lock.acquire`` does; ``LockError`` also outside a task.
         """
         lease = await self._acquire(_validate.timeout(timeout), blocking=blocking)
         assert lease is not None

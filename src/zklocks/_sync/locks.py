@@ -30,6 +30,8 @@ class Lock(LockCore[Lease]):
 
     Made by ``Client.lock`` (fair or one-node exclusive), ``Client.read_write_lock``
     (``.read`` / ``.write``) and ``Client.semaphore``; all share this interface.
+    ``with lock as lease:`` acquires and releases; leaving the block normally after the
+    lease was lost raises ``LockLost``.
     """
 
     _current_owner = staticmethod(threading.get_ident)
@@ -42,14 +44,22 @@ class Lock(LockCore[Lease]):
         """Block until held (or ``timeout`` seconds pass) and return the lease.
 
         Raises ``LockTimeout`` (a ``TimeoutError``) when the time runs out, with our node
-        deleted; ``AlreadyHeld`` if this thread holds it and it is not reentrant.
+        deleted; ``AlreadyHeld`` if this thread holds it and it is not reentrant, or holds
+        the same path through another lock object in a way that would wait on itself;
+        ``InvalidArgument`` for a bad ``timeout``; ``ClientClosed`` if the client is not
+        started or was stopped; ``LockError`` if ZooKeeper refused a request (for
+        example a chroot that does not exist, or semaphore contenders that disagree on
+        ``permits``). Ctrl-C while waiting deletes our node, then propagates.
         """
         lease = self._acquire(_validate.timeout(timeout), blocking=blocking)
         assert lease is not None
         return lease
 
     def try_acquire(self) -> Lease | None:
-        """The lease if the lock can be had without waiting for another holder, else None."""
+        """The lease if the lock can be had without waiting for another holder, else None.
+
+        Raises as ``acquire`` does (never ``LockTimeout``).
+        """
         return self._acquire(None, blocking=False)
 
     def _acquire(self, timeout: float | None, *, blocking: bool) -> Lease | None:
