@@ -31,7 +31,7 @@ Queued kinds (fair lock, read, write, semaphore lease):
    deadline: a connection loss during cleanup is retried after reconnect (an orphan
    would block everyone), and a session expiry means the server has removed it already.
 
-One-node exclusive lock (``fair=False``, seed 000): create the ephemeral node ``lock``
+One-node exclusive lock (``fair=False``): create the ephemeral node ``lock``
 (its data names our attempt); if it exists, watch it and retry when it is deleted. One
 round trip uncontended; unfair by design (whoever creates first after a release wins).
 

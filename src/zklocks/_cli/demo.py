@@ -1,14 +1,14 @@
-"""``zklocks demo``: the seed articles' story, played live by real processes.
+"""``zklocks demo``: four lock scenarios, played live by real processes.
 
 Four scenarios, each with worker processes (``demo_worker``) that have their own
 ZooKeeper sessions, on a lock path of their own under a fresh root:
 
-1. **fair lock** (seed 001): five workers queue; each release wakes exactly the next
+1. **fair lock**: five workers queue; each release wakes exactly the next
    one, because each waiter watches only its predecessor (the watch chain).
-2. **read/write** (seed 003): the article's timeline R1 R2 R3 W4 W5 R6 W7, step by step.
-3. **crash** (seeds 000, 004): the holder is SIGKILLed; ZooKeeper deletes its ephemeral
+2. **read/write**: the timeline R1 R2 R3 W4 W5 R6 W7, step by step.
+3. **crash**: the holder is SIGKILLed; ZooKeeper deletes its ephemeral
    node once the session times out, and the next worker proceeds.
-4. **pause** (seed 004): the holder is SIGSTOPped past its session timeout; another
+4. **pause**: the holder is SIGSTOPped past its session timeout; another
    worker takes the lock with a higher fencing token and writes; on SIGCONT the paused
    worker learns from its lease that it lost the lock, and its stale write is refused
    by a fenced store.
@@ -236,7 +236,7 @@ def play_fair(stage: Stage, crew: Crew) -> list[str]:
     ]
 
 
-# -- 2. read/write: seed 003's timeline ------------------------------------------------------
+# -- 2. read/write: readers share, writers wait their turn ----------------------------------
 
 RW_PLAN = (
     ("R1", "read"),
@@ -277,7 +277,7 @@ def play_read_write(stage: Stage, crew: Crew) -> list[str]:
             crew.expect(name, "watching")
             stage.say(f"{name} queues and watches {watched[0]}: {why}")
     stage.say("R1 R2 R3 read together; W4 W5 R6 W7 wait, each watching one node")
-    stage.say("(in the article's first version every writer watched the smallest node,")
+    stage.say("(had every writer watched the smallest node instead,")
     stage.say(" so R1's release alone would wake W4, W5 and W7: the herd effect)")
     before = 0
     for releaser, gainer in RW_STEPS:
@@ -446,7 +446,7 @@ SCENARIOS = (
         "fair",
         "fair lock",
         (
-            "Seed 001: every contender creates an ephemeral sequential node; the smallest",
+            "Every contender creates an ephemeral sequential node; the smallest",
             "holds, and every other one watches only the node just before it.",
             "So a release wakes exactly one waiter: the next in line.",
         ),
@@ -456,7 +456,7 @@ SCENARIOS = (
         "rw",
         "read/write",
         (
-            "Seed 003: R1 R2 R3 W4 W5 R6 W7 queue in that order. Readers share; a reader",
+            "R1 R2 R3 W4 W5 R6 W7 queue in that order. Readers share; a reader",
             "waits for the nearest writer before it, a writer for the node just before it.",
         ),
         play_read_write,
@@ -465,7 +465,7 @@ SCENARIOS = (
         "crash",
         "crash",
         (
-            "Seeds 000/004: why ephemeral nodes. The holder dies without releasing;",
+            "Why ephemeral nodes: the holder dies without releasing;",
             "ZooKeeper deletes its node when its session times out, and the next proceeds.",
         ),
         play_crash,
@@ -474,7 +474,7 @@ SCENARIOS = (
         "pause",
         "pause",
         (
-            "Seed 004's open problem: a holder paused past its session timeout loses the",
+            "A holder paused past its session timeout loses the",
             "lock without knowing. Its lease tells it; fencing tokens stop its late write.",
         ),
         play_pause,
