@@ -547,7 +547,7 @@ class Connection:
                 message = "no ZooKeeper server answered" + (
                     f" ({'; '.join(reasons)})" if reasons else f" (tried {', '.join(tried)})"
                 )
-                raise ConnectionFailedError(message, hosts=tuple(tried))
+                raise ConnectionFailedError(message, hosts=tuple(tried), reasons=tuple(reasons))
             host, port = self._addresses[self._host_index % len(self._addresses)]
             self._host_index += 1
             name = f"{host}:{port}"

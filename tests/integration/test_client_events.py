@@ -351,3 +351,51 @@ def test_the_library_prints_nothing_unless_logging_is_configured(
         assert "refused the connection" in done.stderr
         assert "unknown host name" in done.stderr
         assert "WARNING:zklocks.lock:/events/quiet: lock lost after" in done.stderr
+
+
+# -- the CLI shows library records as its own lines ---------------------------------------
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "zklocks.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_cli_names_a_port_that_is_not_zookeeper() -> None:
+    with http_port() as (port, _accepted):
+        done = cli("ls", "--hosts", f"127.0.0.1:{port}", "--connect-timeout", "1")
+    assert done.returncode == 69
+    text = f"127.0.0.1:{port} answered, but not as ZooKeeper; it looks like HTTP"
+    assert done.stderr.count(text) == 1, done.stderr
+    assert "frame length" not in done.stderr
+    assert "no answer within" not in done.stderr
+
+
+def test_cli_warns_when_the_server_grants_another_session_timeout(
+    zk_server: ZooKeeperServer,
+) -> None:
+    path = unique("cli-timeout")
+    asked = cli("run", path, "--hosts", zk_server.hosts, "--session-timeout", "0.1", "--", "true")
+    assert asked.returncode == 0, asked.stderr
+    assert (
+        "zklocks: the server granted a session timeout of 0.4 s, not the 0.1 s asked for"
+        in asked.stderr
+    )
+    fits = cli("run", path, "--hosts", zk_server.hosts, "--session-timeout", "5", "--", "true")
+    assert fits.returncode == 0 and "granted" not in fits.stderr
+
+
+def test_cli_verbose_shows_lock_events_as_its_own_lines(zk_server: ZooKeeperServer) -> None:
+    path = unique("cli-verbose")
+    quiet = cli("run", path, "--hosts", zk_server.hosts, "--", "true")
+    assert quiet.returncode == 0 and quiet.stderr == ""
+    loud = cli("-v", "run", path, "--hosts", zk_server.hosts, "--", "true")
+    assert loud.returncode == 0, loud.stderr
+    lines = loud.stderr.splitlines()
+    assert any(line.startswith(f"zklocks: {path}: lock granted after") for line in lines), lines
+    assert any(line.startswith(f"zklocks: {path}: lock released after") for line in lines)
+    assert all(line.startswith("zklocks: ") for line in lines), lines

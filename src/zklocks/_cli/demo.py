@@ -320,7 +320,14 @@ def play_read_write(stage: Stage, crew: Crew) -> list[str]:
 # -- 3. crash --------------------------------------------------------------------------------
 
 
-def _await_expiry(stage: Stage, path: str, node: str, name: str, since: float) -> float:
+def _granted_timeout(crew: Crew, name: str, asked: float) -> float:
+    """Wait for ``name`` to be ready; the session timeout the server granted it."""
+    return float(crew.expect(name, "ready").data.get("session_timeout", asked))
+
+
+def _await_expiry(
+    stage: Stage, path: str, node: str, name: str, since: float, timeout: float
+) -> float:
     """Wait (on watches) until ZooKeeper deletes ``node``; seconds since ``since``."""
     stage.watch_until(
         path,
@@ -328,7 +335,7 @@ def _await_expiry(stage: Stage, path: str, node: str, name: str, since: float) -
         f"ZooKeeper deleting {name}'s node",
         status=lambda: (
             f"{name}'s node is still there, {time.monotonic() - since:.1f} s on "
-            f"(its session timeout is {stage.session_timeout:g} s)"
+            f"(its session timeout is {timeout:g} s)"
         ),
     )
     stage.screen.status("")
@@ -337,11 +344,10 @@ def _await_expiry(stage: Stage, path: str, node: str, name: str, since: float) -
 
 def play_crash(stage: Stage, crew: Crew) -> list[str]:
     path = f"{stage.root}/crash"
-    timeout = stage.session_timeout
     for name in ("w1", "w2"):
-        crew.spawn(name, path, session_timeout=timeout)
-    for name in ("w1", "w2"):
-        crew.expect(name, "ready")
+        crew.spawn(name, path, session_timeout=stage.session_timeout)
+    timeout = _granted_timeout(crew, "w1", stage.session_timeout)  # w1's, as the server has it
+    _granted_timeout(crew, "w2", stage.session_timeout)
     stage.join(crew, "w1", path)
     first = int(crew.expect("w1", "acquired").data["token"])
     places = stage.join(crew, "w2", path)
@@ -352,7 +358,7 @@ def play_crash(stage: Stage, crew: Crew) -> list[str]:
     crew.signal("w1", signal.SIGKILL)
     stage.say(f"SIGKILL w1 (pid {crew.workers['w1'].pid}): it can release nothing now")
     stage.say(f"its node stays until ZooKeeper expires its session ({timeout:g} s of silence)")
-    gone = _await_expiry(stage, path, node, "w1", killed_at)
+    gone = _await_expiry(stage, path, node, "w1", killed_at, timeout)
     stage.say(f"ZooKeeper expired w1's session and deleted its node, {gone:.2f} s after the kill")
     event = crew.expect("w2", "acquired", forbid=("acquired",))
     second = int(event.data["token"])
@@ -384,8 +390,8 @@ def play_pause(stage: Stage, crew: Crew) -> list[str]:
     store = FencedStore(store_path)
     for name in ("w1", "w2"):
         crew.spawn(name, path, session_timeout=stage.session_timeout, store=str(store_path))
-    for name in ("w1", "w2"):
-        crew.expect(name, "ready")
+    timeout = _granted_timeout(crew, "w1", stage.session_timeout)
+    _granted_timeout(crew, "w2", stage.session_timeout)
     stage.join(crew, "w1", path)
     old = int(crew.expect("w1", "acquired").data["token"])
     crew.workers["w1"].send("write balance 100")
@@ -398,7 +404,7 @@ def play_pause(stage: Stage, crew: Crew) -> list[str]:
     paused_at = time.monotonic()
     crew.signal("w1", signal.SIGSTOP)
     stage.say("SIGSTOP w1 mid-work (think: a long GC pause); it still believes it holds the lock")
-    gone = _await_expiry(stage, path, node, "w1", paused_at)
+    gone = _await_expiry(stage, path, node, "w1", paused_at, timeout)
     stage.say(f"ZooKeeper expired w1's session and deleted its node, {gone:.2f} s into the pause")
     new = int(crew.expect("w2", "acquired", forbid=("acquired",)).data["token"])
     stage.look(path)
