@@ -69,6 +69,7 @@ class Sink(Protocol):
 
 
 sink: Sink | None = None  # set by zklocks.metrics.enable()
+last_state: ConnectionState | None = None  # the last change of any client, for enable()
 
 
 # -- connection state -------------------------------------------------------------------
@@ -99,7 +100,8 @@ class StateListeners:
         state = ConnectionState(session_state.value)
         if state is self.state:
             return
-        self.state = state
+        global last_state
+        self.state = last_state = state
         metrics = sink
         if metrics is not None:
             metrics.state(state)
@@ -215,7 +217,11 @@ class AcquireProbe:
         lease._kind = self.kind
         lease._path = self.path
         metrics = sink
-        if metrics is not None:
+        if metrics is None:
+            return
+        with lease._mutex:  # lost or released meanwhile: never counted, never uncounted
+            if lease._lost_reason is not None or lease._ended:
+                return
             lease._counted = True
             metrics.held(self.kind, self.path, 1)
 

@@ -126,6 +126,8 @@ class _PrometheusSink:
             "Connections re-made after the first (same or new session)",
             registry=registry,
         )
+        # where the clients stand now; with none yet, there is no connection: closed
+        self.connection.state((_events.last_state or _events.ConnectionState.CLOSED).value)
         self._ops: dict[type, Any] = {}
         self._collectors = (
             self.acquire,

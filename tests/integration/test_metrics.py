@@ -174,3 +174,17 @@ def test_prometheus_client_is_not_imported_until_enabled() -> None:
         "assert _events.sink is None\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_connection_state_before_any_client_is_not_connected() -> None:
+    code = (
+        "import prometheus_client, zklocks.metrics\n"
+        "registry = prometheus_client.CollectorRegistry()\n"
+        "zklocks.metrics.enable(registry)\n"
+        "print(prometheus_client.generate_latest(registry).decode())\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], check=True, timeout=60, capture_output=True, text=True
+    )
+    assert 'zklocks_connection_state{zklocks_connection_state="closed"} 1.0' in done.stdout
+    assert 'zklocks_connection_state{zklocks_connection_state="connected"} 0.0' in done.stdout
