@@ -399,3 +399,30 @@ def test_cli_verbose_shows_lock_events_as_its_own_lines(zk_server: ZooKeeperServ
     assert any(line.startswith(f"zklocks: {path}: lock granted after") for line in lines), lines
     assert any(line.startswith(f"zklocks: {path}: lock released after") for line in lines)
     assert all(line.startswith("zklocks: ") for line in lines), lines
+
+
+def test_demo_narrates_the_session_timeout_the_server_granted() -> None:
+    """A server whose minimum session is 2 s: the demo asked for 1 s and says 2 s."""
+    with ZooKeeperServer(tick_time=200, min_session_timeout=2000) as server:
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "zklocks.cli",
+                "demo",
+                "--hosts",
+                server.hosts,
+                "--scenario",
+                "crash",
+                "--session-timeout",
+                "1",
+                "--plain",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "(2 s of silence)" in done.stdout
+    assert "(session timeout 2 s)" in done.stdout
+    assert "1 s of silence" not in done.stdout and "session timeout 1 s" not in done.stdout
