@@ -88,7 +88,8 @@ class LeaseBase:
 
     @property
     def node(self) -> str:
-        """The full path of our contender node (ZooKeeper deletes it when the lock is free)."""
+        """The full path of our contender node: release deletes it, and so does ZooKeeper
+        when our session ends."""
         return self._node
 
     @property
@@ -173,7 +174,8 @@ class LeaseBase:
 
 
 class Lease(LeaseBase):
-    """A lease from the sync ``Client``; ``wait_lost`` blocks the calling thread."""
+    """Proof of holding a lock, from the sync ``Client``: ``token`` (fencing), ``node``,
+    ``lost`` and ``lost_reason``; ``wait_lost`` blocks the calling thread."""
 
     def __init__(self, node: str, token: int, session: SessionFacts, owner: int = 0) -> None:
         super().__init__(node, token, session, owner)
@@ -190,7 +192,8 @@ class Lease(LeaseBase):
 
 
 class AsyncLease(LeaseBase):
-    """A lease from ``AsyncClient``; ``await lease.wait_lost()``. Loop-thread only."""
+    """Proof of holding a lock, from ``AsyncClient``: ``token`` (fencing), ``node``,
+    ``lost`` and ``lost_reason``; ``await lease.wait_lost()``. Loop-thread only."""
 
     def __init__(self, node: str, token: int, session: SessionFacts, owner: int = 0) -> None:
         super().__init__(node, token, session, owner)
