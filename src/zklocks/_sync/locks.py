@@ -101,7 +101,11 @@ class Lock(LockCore[Lease]):
             driver.run(_flow.release(lease.node, lease.token, lease.owner), session)
 
     def contenders(self) -> list[Contender]:
-        """Every contender under the path: holders first, then waiters in line order."""
+        """Every contender under the path: holders first, then waiters in line order.
+
+        ``ClientClosed`` if the client is not started or was stopped; ``LockError`` if
+        ZooKeeper refused the listing.
+        """
         session = self._client._session_or_raise()
         result: list[Contender] = driver.run(list_contenders(self.path), session)
         return result
@@ -110,7 +114,8 @@ class Lock(LockCore[Lease]):
         """Block until a contender joins or leaves (True) or ``timeout`` passes (False).
 
         Driven by a ZooKeeper child watch on the lock path, not by polling: tools such
-        as ``zklocks status --watch`` redraw on it.
+        as ``zklocks status --watch`` redraw on it. ``ClientClosed`` if the client is not
+        started or was stopped; ``InvalidArgument`` for a bad ``timeout``.
         """
         session = self._client._session_or_raise()
         changed = threading.Event()
