@@ -191,8 +191,8 @@ class Connection:
         self._closer: asyncio.Task[None] | None = None
         self.last_answered_sent: float | None = None
         self.last_host: str | None = None
-        self._failures: dict[str, str] = {}  # host -> why its last attempt failed
-        self._reported: set[str] = set()  # failures logged since the last session
+        self._failures: dict[str, str] = {}  # host -> why it first failed (this outage)
+        self._reported: set[tuple[str, str]] = set()  # (host, kind of failure) logged
 
     # ------------------------------------------------------------ public state
 
@@ -612,12 +612,12 @@ class Connection:
         name, silent, or not ZooKeeper. INFO before the first session (``start()``
         raises with these reasons), WARNING for a client that was connected."""
         if wire.foreign is not None:
-            text = _diagnose.not_zookeeper(host, wire.foreign)
+            text, kind = _diagnose.not_zookeeper(host, wire.foreign), "foreign"
         else:
-            text = _diagnose.failure(host, error, limit)
-        self._failures[host] = text
-        if text not in self._reported:
-            self._reported.add(text)
+            text, kind = _diagnose.failure(host, error, limit), type(error).__name__
+        self._failures.setdefault(host, text)
+        if (host, kind) not in self._reported:
+            self._reported.add((host, kind))
             log.log(logging.WARNING if self.last_host else logging.INFO, "%s", text)
 
     def _abandon(self, wire: _Wire) -> None:

@@ -426,3 +426,48 @@ def test_demo_narrates_the_session_timeout_the_server_granted() -> None:
     assert "(2 s of silence)" in done.stdout
     assert "(session timeout 2 s)" in done.stdout
     assert "1 s of silence" not in done.stdout and "session timeout 1 s" not in done.stdout
+
+
+def test_a_silent_host_is_reported_once_through_many_attempts(
+    zk_server: ZooKeeperServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A stall past the session timeout: every reconnect attempt times out, one WARNING
+    says so; the client's own clock declares the session LOST, then a new one is made."""
+    caplog.set_level(logging.INFO, logger="zklocks.connection")
+
+    async def scenario() -> None:
+        heard: list[ConnectionState] = []
+        lost = asyncio.Event()
+        renewed = asyncio.Event()
+
+        def listener(state: ConnectionState) -> None:
+            heard.append(state)
+            if state is ConnectionState.LOST:
+                lost.set()
+            elif state is ConnectionState.CONNECTED and lost.is_set():
+                renewed.set()
+
+        async with Proxy("127.0.0.1", zk_server.port) as proxy:
+            client = zklocks.AsyncClient(proxy.hosts, session_timeout=3.0, connect_timeout=0.3)
+            client.add_listener(listener)
+            async with client:
+                accepted = proxy.accepted
+                proxy.stall()
+                await asyncio.wait_for(lost.wait(), 30)
+                while proxy.accepted < accepted + 4:  # attempts go on after the loss
+                    await asyncio.sleep(0.05)
+                proxy.unstall()
+                await asyncio.wait_for(renewed.wait(), 30)
+            assert heard == [
+                ConnectionState.CONNECTED,
+                ConnectionState.SUSPENDED,
+                ConnectionState.LOST,
+                ConnectionState.CONNECTED,
+                ConnectionState.CLOSED,
+            ]
+            silent = [r for r in caplog.records if "did not answer within" in r.getMessage()]
+            assert len(silent) == 1, [r.getMessage() for r in silent]
+            assert silent[0].levelno == logging.WARNING
+            assert silent[0].getMessage().startswith(f"{proxy.hosts} did not answer within")
+
+    asyncio.run(asyncio.wait_for(scenario(), 60))
