@@ -177,7 +177,8 @@ class AcquireProbe:
                         mine = (created.path, children)
                 op = flow.send(reply)
         except StopIteration as stop:
-            result = "acquired" if stop.value is not None else "timeout"
+            # a non-blocking miss is a timeout of zero (the metric's four results)
+            result = "acquired" if stop.value is not None else "busy"
             return stop.value
         except LockTimeout:
             result = "timeout"
@@ -206,9 +207,14 @@ class AcquireProbe:
         if metrics is not None:
             if queued:
                 metrics.waiting(self.kind, self.path, -1)
-            metrics.acquired(self.kind, self.path, result, seconds)
+            label = "timeout" if result == "busy" else result
+            metrics.acquired(self.kind, self.path, label, seconds)
         if result == "acquired":
             log.info("%s: %s granted after %.3f s", self.path, self.kind, seconds)
+        elif result == "busy":
+            log.info(
+                "%s: %s not acquired: held by another contender (no wait)", self.path, self.kind
+            )
         else:
             log.info("%s: %s not acquired after %.3f s (%s)", self.path, self.kind, seconds, result)
 
