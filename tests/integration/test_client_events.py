@@ -471,3 +471,51 @@ def test_a_silent_host_is_reported_once_through_many_attempts(
             assert silent[0].getMessage().startswith(f"{proxy.hosts} did not answer within")
 
     asyncio.run(asyncio.wait_for(scenario(), 60))
+
+
+@contextlib.contextmanager
+def threaded_proxy(port: int) -> Iterator[tuple[Proxy, asyncio.AbstractEventLoop]]:
+    """``Proxy`` on a loop of its own thread, for a sync client (stall it on that loop)."""
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    proxy = Proxy("127.0.0.1", port)
+    asyncio.run_coroutine_threadsafe(proxy.__aenter__(), loop).result(10)
+    try:
+        yield proxy, loop
+    finally:
+        asyncio.run_coroutine_threadsafe(proxy.__aexit__(None, None, None), loop).result(10)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+        loop.close()
+
+
+def test_listener_hears_a_stall_and_the_recovery(zk_server: ZooKeeperServer) -> None:
+    heard: list[tuple[ConnectionState, str]] = []
+    suspended, resumed = threading.Event(), threading.Event()
+
+    def listener(state: ConnectionState) -> None:
+        heard.append((state, threading.current_thread().name))
+        if state is ConnectionState.SUSPENDED:
+            suspended.set()
+        elif state is ConnectionState.CONNECTED and suspended.is_set():
+            resumed.set()
+
+    with threaded_proxy(zk_server.port) as (proxy, loop):
+        client = zklocks.Client(proxy.hosts, session_timeout=6.0)
+        client.add_listener(listener)
+        with client:
+            session_id = session_credentials(client)[0]
+            loop.call_soon_threadsafe(proxy.stall)
+            assert suspended.wait(30)
+            assert client.state is ConnectionState.SUSPENDED and not client.connected
+            loop.call_soon_threadsafe(proxy.unstall)
+            assert resumed.wait(30)
+            assert session_credentials(client)[0] == session_id
+    assert [state for state, _ in heard] == [
+        ConnectionState.CONNECTED,
+        ConnectionState.SUSPENDED,
+        ConnectionState.CONNECTED,
+        ConnectionState.CLOSED,
+    ]
+    assert {thread for _, thread in heard[:-1]} == {"zklocks-connection"}
