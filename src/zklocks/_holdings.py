@@ -236,7 +236,9 @@ class PathPeers:
         """The other lock objects on ``lock``'s path (its read/write sibling included)."""
         with self._mutex:
             peers = self._by_path.get(lock.path)
-            return [] if peers is None else [p for p in peers if p is not lock]
+            if peers is None or len(peers) < 2:  # the usual case: one object per path
+                return []
+            return [p for p in peers if p is not lock]
 
 
 def _owner_word(owner: object) -> str:
