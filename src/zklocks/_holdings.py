@@ -226,10 +226,16 @@ class PathPeers:
     def __init__(self) -> None:
         self._by_path: dict[str, weakref.WeakSet[LockCore[Any]]] = {}
         self._mutex = threading.Lock()
+        self._prune_at = 64
 
     def join(self, lock: LockCore[Any]) -> None:
         with self._mutex:
             self._by_path.setdefault(lock.path, weakref.WeakSet()).add(lock)
+            if len(self._by_path) >= self._prune_at:
+                # paths whose lock objects are all gone (one path per order, per user...):
+                # dropped, amortised O(1) per join
+                self._by_path = {path: peers for path, peers in self._by_path.items() if peers}
+                self._prune_at = max(64, 2 * len(self._by_path))
         lock._peers = self
 
     def on_path(self, lock: LockCore[Any]) -> list[LockCore[Any]]:

@@ -196,3 +196,11 @@ def test_no_seed_jargon_where_users_read() -> None:
         assert not SEED.search((ROOT / doc).read_text()), doc
     demo = (ROOT / "src/zklocks/_cli/demo.py").read_text()
     assert not SEED.search(demo)
+
+
+def test_lock_objects_for_many_paths_are_not_remembered(zk_server: ZooKeeperServer) -> None:
+    """A service that makes one lock object per order must not grow a table per path."""
+    with zklocks.Client(zk_server.hosts) as client:
+        for n in range(1000):
+            client.lock(f"/polish/order-{n}")
+        assert len(client._peers._by_path) < 130
