@@ -519,3 +519,23 @@ def test_listener_hears_a_stall_and_the_recovery(zk_server: ZooKeeperServer) -> 
         ConnectionState.CLOSED,
     ]
     assert {thread for _, thread in heard[:-1]} == {"zklocks-connection"}
+
+
+def test_a_failed_start_leaves_the_state_lost_and_tells_no_listener() -> None:
+    heard: list[ConnectionState] = []
+    port = refused_port()
+    client = zklocks.Client(f"127.0.0.1:{port}", connect_timeout=0.3)
+    client.add_listener(heard.append)
+    with pytest.raises(zklocks.ConnectionFailed):
+        client.start()
+    assert client.state is ConnectionState.LOST
+
+    async def scenario() -> None:
+        aclient = zklocks.AsyncClient(f"127.0.0.1:{port}", connect_timeout=0.3)
+        aclient.add_listener(heard.append)
+        with pytest.raises(zklocks.ConnectionFailed):
+            await aclient.start()
+        assert aclient.state is ConnectionState.LOST
+
+    asyncio.run(scenario())
+    assert heard == []

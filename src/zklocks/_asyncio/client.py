@@ -60,7 +60,6 @@ class AsyncClient(LockMaker[AsyncLock, AsyncReadWriteLock]):
             connect_timeout=self.connect_timeout,
         )
         session = AsyncSession(connection)
-        connection.add_state_listener(_events.weak_method(self._on_session_state))
         try:
             await connection.start(self.connect_timeout)
         except ConnectionFailedError as exc:
@@ -68,6 +67,11 @@ class AsyncClient(LockMaker[AsyncLock, AsyncReadWriteLock]):
                 f"{exc}; is ZooKeeper running there? Start one with `zklocks server`, "
                 "or point --hosts / ZKLOCKS_HOSTS at yours"
             ) from exc
+        # Listen from here (no await in between: no change is missed), weakly: a client
+        # dropped without stop() can be collected, and warns. A failed start leaves the
+        # state LOST, as the sync client's, and the client may be started again.
+        connection.add_state_listener(_events.weak_method(self._on_session_state))
+        self._on_session_state(connection.state)
         session.mark_connected()
         self._session = session
         return self

@@ -72,6 +72,7 @@ class Client(LockMaker[Lock, ReadWriteLock]):
         self._stopped = False
         self._keeper = LeaseKeeper(self._facts, self._call_later)
         self._mutex = threading.Lock()
+        self._starting = False
 
     def __repr__(self) -> str:
         state = "stopped" if self._stopped else "started" if self._session else "new"
@@ -98,7 +99,11 @@ class Client(LockMaker[Lock, ReadWriteLock]):
         )
         # weakly: a client dropped without stop() can be collected, and warns
         session.add_state_listener(_events.weak_method(self._on_session_state))
-        session.start()
+        self._starting = True
+        try:
+            session.start()
+        finally:
+            self._starting = False
         self._session = session
         return self
 
@@ -117,6 +122,8 @@ class Client(LockMaker[Lock, ReadWriteLock]):
         self._states.on_session_state(SessionState.CLOSED)
 
     def _on_session_state(self, state: SessionState) -> None:
+        if state is SessionState.CLOSED and self._starting:
+            return  # a failed start: the state stays LOST and the client may start again
         self._keeper.on_state(state)
         self._states.on_session_state(state)
 
