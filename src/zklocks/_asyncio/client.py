@@ -22,6 +22,9 @@ from zklocks._protocol.errors import ConnectionFailedError
 class AsyncClient(LockMaker[AsyncLock, AsyncReadWriteLock]):
     """The asyncio twin of ``Client``: same arguments, same locks, awaitable methods.
 
+    As for ``Client``, a chroot in ``hosts`` must already exist, and ``session_timeout``
+    is the one the server granted once connected.
+
     It runs on the loop it is started on, with no thread of its own; every waiting task
     costs one watch and a few objects, never a thread. Connection listeners
     (``add_listener``) are called on that loop, inside the connection's callbacks: they
