@@ -93,10 +93,12 @@ class LockMaker(Generic[LockT, ReadWriteT]):
         """An exclusive lock on ``path`` (its parents are created as needed).
 
         Fair by default: contenders queue in order of arrival and each release wakes
-        only the next one. ``fair=False`` is the one-node lock: one ``create`` to take it
+        only the next one. ``fair=False`` is the one-node lock: one round trip to take it
         uncontended, but whoever creates first after a release wins (no order), and every
         waiter wakes on each release. Use one of the two on a given path, in every
-        process. ``reentrant=True`` lets the holding thread (or task) acquire again, counted.
+        process: a one-node acquire refuses with ``InvalidArgument`` while queued
+        contenders are on the path. ``reentrant=True`` lets the holding thread (or task)
+        acquire again, counted.
         ``identifier`` is stored in our node for ``contenders()`` and ``zklocks status``.
 
         Raises ``InvalidPath`` or ``InvalidArgument`` for bad arguments (before any
