@@ -52,7 +52,8 @@ def test_watch_keeps_the_last_table_marked_through_a_server_stop(
         terminal.wait_for(rf"disconnected from {re.escape(hosts)} for [2-9] s")
         fresh_zk_server.start()
         # a fresh listing from the new server, in a frame without the banner
-        terminal.wait_for(r"nobody holds or waits for this lock\s*" + re.escape(path) + "  0 holding")
+        fresh = r"nobody holds or waits for this lock\s*" + re.escape(path) + "  0 holding"
+        terminal.wait_for(fresh)
     finally:
         status = terminal.close()
         holder.communicate(timeout=30)
