@@ -42,11 +42,12 @@ from rich.text import Text
 
 from zklocks._cli.common import Failure, connect, fail
 from zklocks._cli.status import REDRAW_INTERVAL, _console, _print, render, snapshot
-from zklocks._errors import LockError
+from zklocks._errors import ClientClosed, LockError
 from zklocks._inspect import arm_change_watch
 from zklocks._sync.client import Client
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+RETRIES = 3  # listings in a row that may fail while the connection is down
 
 
 class _Stop:
@@ -106,11 +107,27 @@ def _stop_pending(inbox: queue.SimpleQueue[Any]) -> bool:
 
 def _feed(client: Client, path: str, inbox: queue.SimpleQueue[Any]) -> None:
     """Arm the watch, list, post; wait for the watch. Ends by posting the error that
-    stopped it (``ClientClosed`` once the main thread stops the client)."""
+    stopped it (``ClientClosed`` once the main thread stops the client).
+
+    A listing that fails while the connection is down (its session expired under it)
+    is tried again: the next calls wait for the new session. An error that repeats
+    with the connection up is the answer, and is posted.
+    """
+    failures = 0
     try:
         while True:
-            changed = arm_change_watch(client, path)
-            inbox.put(snapshot(client, path))
+            try:
+                changed = arm_change_watch(client, path)
+                state = snapshot(client, path)
+            except ClientClosed:
+                raise
+            except LockError:
+                failures += 1
+                if failures > RETRIES or client.connected:
+                    raise
+                continue
+            failures = 0
+            inbox.put(state)
             changed.wait()
     except BaseException as error:
         inbox.put(error)
