@@ -189,3 +189,13 @@ def test_bad_option_values_are_usage_errors_naming_the_rule(args: list[str], rul
     assert f"Invalid value for '{option}'" in result.stderr
     assert rule in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_no_command_exits_76_when_the_lock_is_lost(fresh_zk_server: ZooKeeperServer) -> None:
+    path = f"/cli-conventions/{uuid.uuid4().hex[:10]}"
+    holder = zklocks(fresh_zk_server.hosts, "run", path, "--session-timeout", "1")
+    assert read_line(holder).startswith("ZKLOCKS_TOKEN=")
+    fresh_zk_server.stop()  # no answer for a whole session timeout: the lease is lost
+    status, _, err = finish(holder)
+    assert status == 76, err
+    assert f"lost the lock on {path}" in err
