@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import Callable
 from types import TracebackType
 
+from zklocks import _validate
 from zklocks._asyncio.locks import AsyncLock, AsyncReadWriteLock
 from zklocks._asyncio.session import AsyncSession
 from zklocks._connection import Connection
@@ -31,6 +32,7 @@ class AsyncClient(LockMaker[AsyncLock, AsyncReadWriteLock]):
         session_timeout: float = 10.0,
         connect_timeout: float = 15.0,
     ) -> None:
+        _validate.hosts(hosts)  # a bad connect string fails here, not at start()
         super().__init__(hosts, session_timeout, connect_timeout)
         self._session: AsyncSession | None = None
         self._stopped = False

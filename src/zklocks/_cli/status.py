@@ -19,6 +19,7 @@ from rich.table import Table
 from rich.text import Text
 
 from zklocks._cli.common import CONTEXT, age, connect, connection_options, fail, seconds
+from zklocks._cli.sanitise import clean, text
 from zklocks._contenders import list_contenders
 from zklocks._errors import ClientClosed, LockError
 from zklocks._inspect import LockSummary, Place, line_up, walk_locks
@@ -83,6 +84,7 @@ def _entry(place: Place, now: dt.datetime) -> dict[str, Any]:
         "held_s": None,  # known only when --watch saw the grant
         "waits_for": list(place.waits_for),
         "refused": place.refused,
+        "ephemeral": c.ephemeral,
     }
 
 
@@ -105,7 +107,7 @@ def render(state: dict[str, Any], *, observed_at: float | None = None) -> Render
     positions = {e["node"]: e["position"] for e in holders + waiters}
     token = state["token"]
     title = Text.assemble(
-        (state["path"], "bold"),
+        (clean(state["path"], limit=None), "bold"),
         f"  {len(holders)} holding, {len(waiters)} waiting",
         ("  fencing token " + (str(token) if token is not None else "-"), "cyan"),
     )
@@ -124,6 +126,7 @@ def render(state: dict[str, Any], *, observed_at: float | None = None) -> Render
         ("watches", "left"),
     ):
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    leftovers = False  # a contender node no session owns: it never goes away by itself
     for entry in holders + waiters:
         if entry["holder"]:
             state_text = Text("holding", style="green")
@@ -134,20 +137,26 @@ def render(state: dict[str, Any], *, observed_at: float | None = None) -> Render
         else:
             state_text = Text("refused" if entry["refused"] else "waiting", style="yellow")
             duration = seconds(entry["age_s"] + drift)
+        if not entry.get("ephemeral", True):
+            state_text.append("*", style="red")
+            leftovers = True
         watches = ", ".join(
             f"#{positions[n]}" if n in positions else _short(n) for n in entry["waits_for"]
         )
         table.add_row(
             str(entry["position"]),
             state_text,
-            entry["kind"],
-            entry["identifier"],
-            entry["host"],
+            text(entry["kind"]),
+            text(entry["identifier"]),
+            text(entry["host"]),
             str(entry["pid"] or ""),
             duration,
             str(entry["token"]),
-            watches,
+            text(watches),
         )
+    if leftovers:
+        note = "* not ephemeral: no session owns it (a leftover or a forgery), so it stays"
+        return Group(title, table, Text(note, style="red"))
     return Group(title, table)
 
 
@@ -224,7 +233,8 @@ def _hint_not_a_lock(client: Client, path: str, console: Console) -> None:
     below = [summary.path for summary in locks if summary.path != path]
     if below:
         shown = ", ".join(below[:3]) + (" ..." if len(below) > 3 else "")
-        console.print(Text(f"(locks below it: {shown}; see `zklocks ls {path}`)", style="dim"))
+        hint = f"(locks below it: {shown}; see `zklocks ls {path}`)"
+        console.print(text(hint, style="dim", limit=None))
 
 
 @click.command(
@@ -253,7 +263,7 @@ def ls(root: str, as_json: bool, hosts: str, connect_timeout: float) -> None:
         return
     console = _console()
     if not summaries:
-        console.print(f"no locks under {root}")
+        console.print(text(f"no locks under {root}", limit=None))
         return
     _print(console, _ls_table(summaries))
 
@@ -277,5 +287,6 @@ def _ls_table(summaries: Sequence[LockSummary]) -> Table:
     table.add_column("token", justify="right")
     for s in summaries:
         tokens = ", ".join(map(str, s.tokens[:3])) + (" …" if len(s.tokens) > 3 else "")
-        table.add_row(s.path, s.kind, str(s.holders), str(s.waiters), tokens or "-")
+        path = text(s.path, limit=None)
+        table.add_row(path, text(s.kind), str(s.holders), str(s.waiters), tokens or "-")
     return table

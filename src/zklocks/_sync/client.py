@@ -7,6 +7,7 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Any, Protocol
 
+from zklocks import _validate
 from zklocks._errors import ClientClosed
 from zklocks._flow import Acquired, Flow
 from zklocks._holdings import LockConfig
@@ -56,6 +57,8 @@ class Client(LockMaker[Lock, ReadWriteLock]):
         connect_timeout: float = 15.0,
         session_factory: SessionFactory | None = None,
     ) -> None:
+        if session_factory is None:  # (a factory of its own decides what hosts means)
+            _validate.hosts(hosts)  # a bad connect string fails here, not at start()
         super().__init__(hosts, session_timeout, connect_timeout)
         self._session_factory = session_factory or _default_session_factory
         self._session: SyncSession | None = None

@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 import time
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal, overload
 
 from zklocks import _flow, _validate
 from zklocks._contenders import Contender, list_contenders
@@ -38,15 +38,27 @@ class Lock(LockCore[Lease]):
         super().__init__(config)
         self._client = client
 
-    def acquire(self, timeout: float | None = None, *, blocking: bool = True) -> Lease:
+    @overload
+    def acquire(self, timeout: float | None = None, *, blocking: Literal[True] = True) -> Lease: ...
+
+    @overload
+    def acquire(self, timeout: None = None, *, blocking: Literal[False]) -> Lease | None: ...
+
+    @overload
+    def acquire(self, timeout: float | None = None, *, blocking: bool) -> Lease | None: ...
+
+    def acquire(self, timeout: float | None = None, *, blocking: bool = True) -> Lease | None:
         """Block until held (or ``timeout`` seconds pass) and return the lease.
 
         Raises ``LockTimeout`` (a ``TimeoutError``) when the time runs out, with our node
         deleted; ``AlreadyHeld`` if this thread holds it and it is not reentrant.
+        ``blocking=False`` is ``try_acquire()``: the lease, or None without waiting (a
+        timeout then makes no sense, as for ``threading.Lock``).
         """
-        lease = self._acquire(_validate.timeout(timeout), blocking=blocking)
-        assert lease is not None
-        return lease
+        if not blocking:
+            _validate.no_timeout_when_not_blocking(timeout)
+            return self._acquire(None, blocking=False)
+        return self._acquire(_validate.timeout(timeout), blocking=True)
 
     def try_acquire(self) -> Lease | None:
         """The lease if the lock can be had without waiting for another holder, else None."""
@@ -82,10 +94,13 @@ class Lock(LockCore[Lease]):
             self._give_up(lease)
 
     def _give_up(self, lease: Lease) -> None:
+        # once lost (our node deleted by someone, say), whoever holds ``lock`` now may
+        # not be us: the one-node release then reads the node before deleting it
+        owner = 0 if lease.lost else lease.owner
         lease.end()
         session = self._client._session_or_none()
         if session is not None:
-            driver.run(_flow.release(lease.node, lease.token, lease.owner), session)
+            driver.run(_flow.release(lease.node, lease.token, owner), session)
 
     def contenders(self) -> list[Contender]:
         """Every contender under the path: holders first, then waiters in line order."""
