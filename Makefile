@@ -4,7 +4,7 @@
 #   make demo    the package (no extras) + Java and ZooKeeper
 #   make test    + the dev and docs extras; + the bench extras and redis-server, because
 #                the suite smoke-runs `make bench` (tests/integration/test_bench_smoke.py)
-#   make bench   + the bench extras and redis-server
+#   make bench   + the bench extras, redis-server, and Curator with a JDK (the Java row)
 #   make docs    + the docs extras; builds the site with --strict into site/
 VENV ?= .venv
 PYTHON ?= python3
@@ -41,6 +41,7 @@ $(STAMP)-docs: pyproject.toml | $(BIN)/python
 
 $(STAMP)-bench: pyproject.toml | $(BIN)/python
 	@$(SYSTEM_DEPS) redis-server
+	@scripts/ensure-curator.sh
 	$(BIN)/pip install -q -e '.[bench]'
 	@touch $@
 
