@@ -23,13 +23,20 @@ DEFAULT_HOSTS = "127.0.0.1:2181"
 class LockMaker(Generic[LockT, ReadWriteT]):
     """``lock``, ``read_write_lock`` and ``semaphore``: validate, then build."""
 
-    def __init__(self, hosts: str, session_timeout: float, connect_timeout: float) -> None:
+    def __init__(
+        self,
+        hosts: str,
+        session_timeout: float,
+        connect_timeout: float,
+        ensemble_lag: float | None = None,
+    ) -> None:
         if not isinstance(hosts, str) or not hosts.strip():
             raise InvalidArgument(f"hosts must be a 'host:port,...' string, not {hosts!r}")
         self.hosts = hosts
         self._requested_timeout = _validate.session_timeout(session_timeout)
         self._granted_timeout: float | None = None  # the last session's, once stopped
         self.connect_timeout = _validate.session_timeout(connect_timeout)
+        self.ensemble_lag = None if ensemble_lag is None else _validate.ensemble_lag(ensemble_lag)
         self._states = StateListeners()
         self._peers = PathPeers()
 

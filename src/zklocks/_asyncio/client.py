@@ -11,7 +11,7 @@ from zklocks import _events, _validate
 from zklocks._asyncio.locks import AsyncLock, AsyncReadWriteLock
 from zklocks._asyncio.session import AsyncSession
 from zklocks._connection import Connection, SessionState
-from zklocks._errors import ClientClosed, ConnectionFailed
+from zklocks._errors import ClientClosed, ConnectionFailed, InvalidArgument
 from zklocks._flow import Acquired
 from zklocks._holdings import LockConfig
 from zklocks._lease import AsyncLease, LeaseKeeper, SessionFacts
@@ -37,9 +37,10 @@ class AsyncClient(LockMaker[AsyncLock, AsyncReadWriteLock]):
         *,
         session_timeout: float = 10.0,
         connect_timeout: float = 15.0,
+        ensemble_lag: float | None = None,
     ) -> None:
         _validate.hosts(hosts)  # a bad connect string fails here, not at start()
-        super().__init__(hosts, session_timeout, connect_timeout)
+        super().__init__(hosts, session_timeout, connect_timeout, ensemble_lag)
         self._session: AsyncSession | None = None
         self._stopped = False
         self._keeper = LeaseKeeper(self._facts, self._loop_timer)
@@ -58,10 +59,9 @@ class AsyncClient(LockMaker[AsyncLock, AsyncReadWriteLock]):
             raise ClientClosed("a stopped client cannot be started again; make a new one")
         if self._session is not None:
             return self
+        # ``connect_timeout`` bounds the whole start; each attempt gets a share of it.
         connection = Connection(
-            self.hosts,
-            session_timeout=self._requested_timeout,
-            connect_timeout=self.connect_timeout,
+            self.hosts, session_timeout=self._requested_timeout, ensemble_lag=self.ensemble_lag
         )
         session = AsyncSession(connection)
         try:
@@ -71,6 +71,12 @@ class AsyncClient(LockMaker[AsyncLock, AsyncReadWriteLock]):
                 f"{exc}; is ZooKeeper running there? Start one with `zklocks server`, "
                 "or point --hosts / ZKLOCKS_HOSTS at yours"
             ) from exc
+        if connection.chroot_exists is False:
+            await connection.close()
+            raise InvalidArgument(
+                f"chroot {connection.chroot} does not exist on the server; "
+                "create it first, or remove it from the hosts string"
+            )
         # Listen from here (no await in between: no change is missed), weakly: a client
         # dropped without stop() can be collected, and warns. A failed start leaves the
         # state LOST, as the sync client's, and the client may be started again.

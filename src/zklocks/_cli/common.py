@@ -10,6 +10,7 @@ from typing import IO, Any, NoReturn, TypeVar
 
 import click
 
+from zklocks._cli.options import Seconds
 from zklocks._cli.sanitise import clean
 from zklocks._errors import ConnectionFailed, InvalidArgument, InvalidPath
 from zklocks._lockmaker import DEFAULT_HOSTS
@@ -80,7 +81,7 @@ def hosts_option(
 def connect_timeout_option() -> Callable[[F], F]:
     return click.option(
         "--connect-timeout",
-        type=click.FloatRange(min=0.1),
+        type=Seconds(0.1),
         default=5.0,
         show_default=True,
         metavar="SECONDS",

@@ -27,16 +27,30 @@ class SessionFactory(Protocol):
     """Makes the session a client runs on (the simulator injects its own)."""
 
     def __call__(
-        self, hosts: str, *, session_timeout: float, connect_timeout: float
+        self,
+        hosts: str,
+        *,
+        session_timeout: float,
+        connect_timeout: float,
+        ensemble_lag: float | None = None,
     ) -> StartableSession: ...
 
 
 def _default_session_factory(
-    hosts: str, *, session_timeout: float, connect_timeout: float
+    hosts: str,
+    *,
+    session_timeout: float,
+    connect_timeout: float,
+    ensemble_lag: float | None = None,
 ) -> StartableSession:
     from zklocks._sync.native_session import NativeSession
 
-    return NativeSession(hosts, session_timeout=session_timeout, connect_timeout=connect_timeout)
+    return NativeSession(
+        hosts,
+        session_timeout=session_timeout,
+        connect_timeout=connect_timeout,
+        ensemble_lag=ensemble_lag,
+    )
 
 
 class Client(LockMaker[Lock, ReadWriteLock]):
@@ -49,6 +63,10 @@ class Client(LockMaker[Lock, ReadWriteLock]):
     released. The server clamps it to its own bounds: ``client.session_timeout`` says
     what was granted once connected. Use as a context manager, or call ``start()`` and
     ``stop()``; a client garbage-collected without ``stop()`` warns (``ResourceWarning``).
+    ``ensemble_lag`` (seconds) is how far an ensemble member's answers may outrun the
+    leader's session timer: the servers' (syncLimit + 1) x tickTime. ``None`` means 0
+    on a standalone server and ``session_timeout / 4`` on an ensemble; see
+    docs/locks.md, "What lost guarantees on an ensemble".
     ``session_factory`` replaces the transport (``zklocks.sim`` runs clients on its
     in-memory model this way); leave it out to talk to ZooKeeper.
 
@@ -64,11 +82,12 @@ class Client(LockMaker[Lock, ReadWriteLock]):
         *,
         session_timeout: float = 10.0,
         connect_timeout: float = 15.0,
+        ensemble_lag: float | None = None,
         session_factory: SessionFactory | None = None,
     ) -> None:
         if session_factory is None:  # (a factory of its own decides what hosts means)
             _validate.hosts(hosts)  # a bad connect string fails here, not at start()
-        super().__init__(hosts, session_timeout, connect_timeout)
+        super().__init__(hosts, session_timeout, connect_timeout, ensemble_lag)
         self._session_factory = session_factory or _default_session_factory
         self._session: SyncSession | None = None
         self._stopped = False
@@ -98,6 +117,7 @@ class Client(LockMaker[Lock, ReadWriteLock]):
             self.hosts,
             session_timeout=self._requested_timeout,
             connect_timeout=self.connect_timeout,
+            ensemble_lag=self.ensemble_lag,
         )
         # weakly: a client dropped without stop() can be collected, and warns
         session.add_state_listener(_events.weak_method(self._on_session_state))

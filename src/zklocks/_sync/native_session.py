@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from zklocks._connection import Connection, SessionState
-from zklocks._errors import ConnectionFailed
+from zklocks._errors import ConnectionFailed, InvalidArgument
 from zklocks._native import facts_of, reply_of, submit_all, wrap_watcher
 from zklocks._ops import TIMED_OUT, GetData, Reply, Request
 from zklocks._protocol.errors import (
@@ -67,9 +67,18 @@ class _Latch:
 class NativeSession:
     """One connection on one loop thread, seen through the ``SyncSession`` interface."""
 
-    def __init__(self, hosts: str, *, session_timeout: float, connect_timeout: float) -> None:
+    def __init__(
+        self,
+        hosts: str,
+        *,
+        session_timeout: float,
+        connect_timeout: float,
+        ensemble_lag: float | None = None,
+    ) -> None:
+        # ``connect_timeout`` bounds the whole start; each attempt gets a share of it
+        # (the connection's own per-attempt bound), so a frozen member costs a fraction.
         self._connection = Connection(
-            hosts, session_timeout=session_timeout, connect_timeout=connect_timeout
+            hosts, session_timeout=session_timeout, ensemble_lag=ensemble_lag
         )
         self._connect_timeout = connect_timeout
         self._loop = asyncio.new_event_loop()
@@ -98,6 +107,12 @@ class NativeSession:
         except BaseException:
             self._shut_down()
             raise
+        if self._connection.chroot_exists is False:
+            self.close()
+            raise InvalidArgument(
+                f"chroot {self._connection.chroot} does not exist on the server; "
+                "create it first, or remove it from the hosts string"
+            )
         self._loop.call_soon_threadsafe(self._connected.set)
 
     def close(self) -> None:
