@@ -7,25 +7,14 @@
     zklocks.metrics.enable()                # the default registry
     prometheus_client.start_http_server(9100)
 
-Metrics (``kind`` is the contender kind: ``lock``, ``read``, ``write`` or ``lease`` for
-a semaphore permit):
-
-========================================  ==========  ===================================
-``zklocks_acquire_seconds``               histogram   time in ``acquire``; ``kind``,
-                                                      ``result`` = acquired | timeout |
-                                                      cancelled | error
-``zklocks_hold_seconds``                  histogram   grant to release; ``kind``
-``zklocks_held``                          gauge       leases held now; ``kind``
-``zklocks_waiting``                       gauge       contenders queued now; ``kind``
-``zklocks_leases_lost_total``             counter     ``reason`` = node_deleted |
-                                                      session_expired | client_stopped |
-                                                      no_answer
-``zklocks_requests_total``                counter     ZooKeeper requests sent; ``op``
-``zklocks_connection_state``              enum        connected | suspended | lost |
-                                                      closed (the last change of any
-                                                      client)
-``zklocks_reconnects_total``              counter     connections re-made after the first
-========================================  ==========  ===================================
+Metrics: ``zklocks_acquire_seconds`` (histogram; ``kind``, ``result`` = acquired |
+timeout | cancelled | error), ``zklocks_hold_seconds`` (histogram; ``kind``),
+``zklocks_held`` and ``zklocks_waiting`` (gauges; ``kind``), ``zklocks_leases_lost_total``
+(``reason`` = node_deleted | session_expired | client_stopped | no_answer),
+``zklocks_requests_total`` (``op``), ``zklocks_connection_state`` (enum: connected |
+suspended | lost | closed, the last change of any client) and
+``zklocks_reconnects_total``. ``kind`` is the contender kind: ``lock``, ``read``,
+``write``, or ``lease`` for a semaphore permit. docs/operations.md says what each counts.
 
 There is no lock path label unless ``enable(path_label=True)``: one series per path
 can be many series. Until ``enable()`` is called, ``prometheus_client`` is not imported
