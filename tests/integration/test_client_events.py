@@ -539,3 +539,11 @@ def test_a_failed_start_leaves_the_state_lost_and_tells_no_listener() -> None:
 
     asyncio.run(scenario())
     assert heard == []
+
+
+def test_cli_missing_chroot_is_a_usage_error_not_a_traceback(zk_server: ZooKeeperServer) -> None:
+    hosts = f"{zk_server.hosts}/no-such-chroot-{time.monotonic_ns()}"
+    done = cli("ls", "--hosts", hosts, "--connect-timeout", "5")
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith(f"zklocks: --hosts {hosts}: chroot ")
+    assert "does not exist" in done.stderr and "Traceback" not in done.stderr

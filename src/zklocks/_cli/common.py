@@ -123,6 +123,8 @@ def connect(
         cause = error.__cause__
         reasons: Sequence[str] = getattr(cause, "reasons", ())
         fail(unreachable_message(hosts, connect_timeout, reasons), EX_UNAVAILABLE)
+    except InvalidArgument as error:  # e.g. a chroot that does not exist on the server
+        fail(f"--hosts {hosts}: {error}", EX_USAGE)
     granted = client.session_timeout
     if session_timeout is not None and abs(granted - session_timeout) > 0.0005:
         click.echo(
