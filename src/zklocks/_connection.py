@@ -54,6 +54,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from zklocks import _diagnose, _events
 from zklocks._ops import Created, NodeData
 from zklocks._protocol import codec
 from zklocks._protocol.constants import DEFAULT_MAX_BUFFER, AddWatchMode, CreateMode, EventType
@@ -132,6 +133,7 @@ class _Wire(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.handshake: asyncio.Future[Established | Expired] = loop.create_future()
         self.lost: asyncio.Future[None] = loop.create_future()
+        self.foreign: bytes | None = None  # what a peer that is not ZooKeeper sent
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
@@ -203,6 +205,8 @@ class Connection:
         self._closer: asyncio.Task[None] | None = None
         self.last_answered_sent: float | None = None
         self.last_host: str | None = None
+        self._failures: dict[str, str] = {}  # host -> why it first failed (this outage)
+        self._reported: set[tuple[str, str]] = set()  # (host, kind of failure) logged
         # The lease rule on an ensemble (see ``lease_sent``). Until start() has learnt
         # whether the server is one of an ensemble, assume the worst: nothing is proven.
         self._lag_option = ensemble_lag
@@ -401,7 +405,10 @@ class Connection:
         now = time.monotonic()
         futures: list[asyncio.Future[Any]] = []
         frames: list[bytes] = []
+        sink = _events.sink
         for request in requests:
+            if sink is not None:
+                sink.request(request)
             future: asyncio.Future[Any] = loop.create_future()
             futures.append(future)
             try:
@@ -416,6 +423,8 @@ class Connection:
         return futures
 
     def _send(self, request: object, future: asyncio.Future[Any], watcher: Watcher | None) -> None:
+        if _events.sink is not None:
+            _events.sink.request(request)
         now = time.monotonic()
         try:
             frame = self._session.request(request, (future, now), watcher)
@@ -442,7 +451,11 @@ class Connection:
         try:
             events = self._session.receive(data)
         except MarshallingError as exc:
-            log.warning("dropping the connection to %s: %s", self.last_host, exc)
+            if wire is self._attempt and wire.foreign is None:
+                wire.foreign = bytes(data[:64])  # reported once, as "not ZooKeeper"
+                log.debug("not a ZooKeeper answer: %s", exc)
+            else:
+                log.warning("dropping the connection to %s: %s", self.last_host, exc)
             wire.abort()
             # The answers that came before the broken bytes are real: deliver them. The
             # rest are failed with ConnectionLossError when the connection is lost.
@@ -672,7 +685,11 @@ class Connection:
                 self._expired(session_id, self._session.expire())
                 continue
             if deadline is not None and now >= deadline:
-                raise ConnectionFailedError(hosts=tuple(tried))
+                reasons = [self._failures[h] for h in tried if h in self._failures]
+                message = "no ZooKeeper server answered" + (
+                    f" ({'; '.join(reasons)})" if reasons else f" (tried {', '.join(tried)})"
+                )
+                raise ConnectionFailedError(message, hosts=tuple(tried), reasons=tuple(reasons))
             host, port = self._addresses[self._host_index % len(self._addresses)]
             self._host_index += 1
             name = f"{host}:{port}"
@@ -719,6 +736,7 @@ class Connection:
                 event = await asyncio.wait_for(self._handshake(wire, host, port), timeout)
             except (OSError, asyncio.TimeoutError, ZooKeeperError) as exc:
                 log.debug("could not connect to %s:%s: %r", host, port, exc)
+                self._report_failure(f"{host}:{port}", exc, wire, timeout)
                 self._abandon(wire)
                 return None
             except BaseException:
@@ -728,10 +746,25 @@ class Connection:
                 self._abandon(wire)
                 return event
             self.last_host = f"{host}:{port}"
+            self._failures.clear()
+            self._reported.clear()
             self._established(wire, event)
             return event
         finally:
             self._attempt = None
+
+    def _report_failure(self, host: str, error: BaseException, wire: _Wire, limit: float) -> None:
+        """Say once per host (until a session is made) why it failed: refused, unknown
+        name, silent, or not ZooKeeper. INFO before the first session (``start()``
+        raises with these reasons), WARNING for a client that was connected."""
+        if wire.foreign is not None:
+            text, kind = _diagnose.not_zookeeper(host, wire.foreign), "foreign"
+        else:
+            text, kind = _diagnose.failure(host, error, limit), type(error).__name__
+        self._failures.setdefault(host, text)
+        if (host, kind) not in self._reported:
+            self._reported.add((host, kind))
+            log.log(logging.WARNING if self.last_host else logging.INFO, "%s", text)
 
     def _abandon(self, wire: _Wire) -> None:
         """Abort a connection attempt; close() waits until its socket is really closed."""

@@ -81,7 +81,7 @@ def share_fate(leases: Sequence[LeaseBase]) -> None:
         reason = f"{lost.node}, another lock of the same multi-lock, was lost: {lost.lost_reason}"
         for other in leases:
             if other is not lost:
-                other.mark_lost(reason)
+                other._mark_lost(reason, "multi_part")
 
     for lease in leases:
         lease.add_lost_callback(on_lost)

@@ -24,6 +24,7 @@ its command line so a test runner can find any that slipped through.
      |    +-- ZooKeeperNotFound, JavaNotFound
      +-- ServerStartError: the JVM exited or never served (the message has its log tail)
           +-- ServerStartTimeout (also a TimeoutError)
+          +-- PortInUse: the client port asked for is taken
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ __all__ = [
     "SYSTEM_JAR_DIRS",
     "EnsembleMember",
     "JavaNotFound",
+    "PortInUse",
     "ServerError",
     "ServerSetupError",
     "ServerStartError",
@@ -112,6 +114,10 @@ class JavaNotFound(ServerSetupError):
 
 class ServerStartError(ServerError):
     """The JVM exited before serving, or did not serve in time."""
+
+
+class PortInUse(ServerStartError):
+    """The client port asked for is taken (another server, or anything else)."""
 
 
 class ServerStartTimeout(ServerStartError, TimeoutError):
@@ -436,7 +442,7 @@ class _ZooKeeperProcess:
     def _spawn(self, java: Path, classpath: list[Path], directory: Path) -> None:
         if not _port_is_free(self._port):
             if self._port_fixed:
-                raise ServerStartError(f"port {self._port} on 127.0.0.1 is already in use")
+                raise PortInUse(f"port {self._port} on 127.0.0.1 is already in use")
             self._port = _free_ports(1)[0]  # taken since we picked it: pick again
         self._port_fixed = True
         config = directory / "zoo.cfg"

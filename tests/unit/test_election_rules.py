@@ -79,7 +79,7 @@ def test_one_lost_part_marks_every_part_lost_once() -> None:
     _multilock.share_fate(leases)
     for lease in leases:
         lease.add_lost_callback(lambda lost: told.append(lost.node))
-    leases[1].mark_lost("deleted")
+    leases[1]._mark_lost("deleted", "node_deleted")
     assert all(lease.lost for lease in leases)
     assert sorted(told) == ["/p0/n", "/p1/n", "/p2/n"]
     assert "/p1/n" in (leases[0].lost_reason or "")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 import signal
 import sys
 from types import FrameType
@@ -19,7 +20,9 @@ from typing import Any
 import click
 
 from zklocks._cli.common import CONTEXT, age, check_path, connect, connection_options, fail, seconds
-from zklocks._cli.run import RunOptions, _describe, execute
+from zklocks._cli.options import Seconds
+from zklocks._cli.run import RunOptions, _cannot_run, _describe, execute, note
+from zklocks._cli.sanitise import clean
 from zklocks._contenders import Contender
 from zklocks._errors import LockError
 
@@ -57,13 +60,13 @@ Examples:
 )
 @click.option(
     "--timeout",
-    type=click.FloatRange(min=0),
+    type=Seconds(allow_inf=True),
     metavar="SECONDS",
     help="Give up (exit 75) when not elected in time. Default: wait as long as it takes.",
 )
 @click.option(
     "--kill-after",
-    type=click.FloatRange(min=0),
+    type=Seconds(),
     default=10.0,
     show_default=True,
     metavar="SECONDS",
@@ -71,7 +74,7 @@ Examples:
 )
 @click.option(
     "--session-timeout",
-    type=click.FloatRange(min=0.1),
+    type=Seconds(0.1),
     default=10.0,
     show_default=True,
     metavar="SECONDS",
@@ -100,12 +103,16 @@ def elect(
         raise click.UsageError(
             f"missing the command to run after '--', e.g.\n  zklocks elect {path} -- ./cron.sh"
         )
+    missing = _cannot_run(command[0])
+    if missing is not None:  # found out now, not after waiting to be elected
+        note(f"cannot run {clean(command[0])!r}: {missing[1]}")
+        sys.exit(missing[0])
     options = RunOptions(
         path=path,
         command=command,
         kind="elect",
         permits=None,
-        timeout=timeout,
+        timeout=None if timeout == math.inf else timeout,
         non_blocking=False,
         identifier=identifier or _describe(command),
         kill_after=kill_after,

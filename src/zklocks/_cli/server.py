@@ -10,7 +10,13 @@ from types import FrameType
 import click
 
 from zklocks._cli.common import CONTEXT, EX_UNAVAILABLE, fail
-from zklocks.server import ServerError, ServerSetupError, ZooKeeperEnsemble, ZooKeeperServer
+from zklocks.server import (
+    PortInUse,
+    ServerError,
+    ServerSetupError,
+    ZooKeeperEnsemble,
+    ZooKeeperServer,
+)
 
 EPILOG = """\b
 Examples:
@@ -70,6 +76,13 @@ def server(port: int, data_dir: Path | None, tick_time: int, size: int | None) -
             zookeeper.start()
         except ServerSetupError as error:
             fail(str(error), EX_UNAVAILABLE)
+        except PortInUse as error:
+            fail(
+                f"{error}: is a ZooKeeper (another `zklocks server`?) running there already?\n"
+                "  - To use that one: export ZKLOCKS_HOSTS=127.0.0.1:PORT\n"
+                "  - To start another on a free port: zklocks server --port 0",
+                EX_UNAVAILABLE,
+            )
         except ServerError as error:
             fail(str(error))
         _announce(zookeeper, data_dir, tick_time)

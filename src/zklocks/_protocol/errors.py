@@ -243,9 +243,15 @@ class ConnectionFailedError(ZooKeeperError, TimeoutError):
     code = 2
 
     def __init__(
-        self, message: str = "", *, hosts: tuple[str, ...] = (), path: str | None = None
+        self,
+        message: str = "",
+        *,
+        hosts: tuple[str, ...] = (),
+        path: str | None = None,
+        reasons: tuple[str, ...] = (),
     ) -> None:
         self.hosts = hosts
+        self.reasons = reasons  # what went wrong with each host, in words
         if not message:
             message = "no ZooKeeper server answered"
             if hosts:
