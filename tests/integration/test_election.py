@@ -362,3 +362,13 @@ def test_observer_whose_session_expired_goes_on_observing(
     assert observer._session_or_raise().session_id() != old_session
     b.step_down.set()
     assert seen.get(timeout=10) is None
+
+
+def test_a_thread_cannot_campaign_twice_through_two_election_objects(
+    clients: list[zklocks.Client], path: str
+) -> None:
+    """It would wait on its own node for ever: refused at once instead."""
+    first, second = clients[0].election(path), clients[0].election(path)
+    with first, pytest.raises(zklocks.AlreadyHeld):
+        second.campaign(timeout=5)
+    assert children(clients[0], path) == []
