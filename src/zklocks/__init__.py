@@ -14,6 +14,7 @@ from zklocks._asyncio.client import AsyncClient
 from zklocks._asyncio.locks import AsyncLock, AsyncReadWriteLock
 from zklocks._contenders import Contender
 from zklocks._errors import (
+    AccessDenied,
     AlreadyHeld,
     ClientClosed,
     ConnectionFailed,
@@ -25,12 +26,15 @@ from zklocks._errors import (
     NotHeld,
 )
 from zklocks._lease import AsyncLease, Lease
+from zklocks._security import ACL
 from zklocks._sync.client import Client
 from zklocks._sync.locks import Lock, ReadWriteLock
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "ACL",
+    "AccessDenied",
     "AlreadyHeld",
     "AsyncClient",
     "AsyncLease",

@@ -50,6 +50,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from zklocks import _security
 from zklocks._ops import Created, NodeData
 from zklocks._protocol import codec
 from zklocks._protocol.constants import DEFAULT_MAX_BUFFER, AddWatchMode, CreateMode, EventType
@@ -119,6 +120,7 @@ class _Wire(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.handshake: asyncio.Future[Established | Expired] = loop.create_future()
         self.lost: asyncio.Future[None] = loop.create_future()
+        self.error: Exception | None = None  # why it ended, when the transport said
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
@@ -131,6 +133,7 @@ class _Wire(asyncio.Protocol):
         return False  # the server hung up: close our side too
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self.error = exc
         if not self.handshake.done():
             self.handshake.set_exception(ConnectionLossError("connection closed in handshake"))
             self.handshake.exception()  # retrieved: nobody may be waiting any more
@@ -189,6 +192,8 @@ class Connection:
         self._closer: asyncio.Task[None] | None = None
         self.last_answered_sent: float | None = None
         self.last_host: str | None = None
+        # why an attempt to each host failed, when it says more than "no answer" (TLS)
+        self._failure_reasons: dict[str, str] = {}
 
     # ------------------------------------------------------------ public state
 
@@ -407,6 +412,7 @@ class Connection:
                         # Credentials it accepted before are refused now: like the Java
                         # client's AUTH_FAILED, this is the end of the connection.
                         log.error("the server refused our stored credentials; closing")
+                        self._refuse_start(self._auth_refused())
                         self._closer = self._loop_or_running().create_task(self.close())
                     continue
                 if not future.done():
@@ -481,7 +487,10 @@ class Connection:
             if not self._started.done():
                 self._started.set_exception(exc)
             return
-        self._started.set_result(None)
+        if self._session.auth and not await self._auth_accepted():
+            return  # _started has the failure; close() is under way
+        if not self._started.done():
+            self._started.set_result(None)
         while not self._closing:
             wire = self._wire
             assert wire is not None
@@ -530,7 +539,8 @@ class Connection:
                 self._expired(session_id, self._session.expire())
                 continue
             if deadline is not None and now >= deadline:
-                raise ConnectionFailedError(hosts=tuple(tried))
+                reasons = {h: r for h, r in self._failure_reasons.items() if h in tried}
+                raise ConnectionFailedError(hosts=tuple(tried), reasons=reasons)
             host, port = self._addresses[self._host_index % len(self._addresses)]
             self._host_index += 1
             name = f"{host}:{port}"
@@ -557,6 +567,45 @@ class Connection:
                 await asyncio.sleep(pause)
                 backoff = min(backoff * 2, _BACKOFF_MAX)
 
+    async def _auth_accepted(self) -> bool:
+        """At start: wait until the server has answered the credentials sent first thing.
+
+        The server answers auth packets as it reads them, ahead of anything queued, so
+        once a ping sent after them is answered they were accepted; a refusal arrives
+        first and ends the session (ZooKeeper closes it on AUTH_FAILED).
+        """
+        wire = self._wire
+        assert wire is not None and self._started is not None
+        probe: asyncio.Future[Any] = self._loop_or_running().create_future()
+        probe.add_done_callback(lambda done: done.cancelled() or done.exception())
+        self._write(self._session.ping((probe, time.monotonic())))
+        # A drop for another reason ends the wait too; the supervisor then reconnects.
+        await asyncio.wait((probe, wire.lost), return_when=asyncio.FIRST_COMPLETED)
+        return not self._started.done()
+
+    def _auth_refused(self) -> ConnectionFailedError:
+        schemes = ", ".join(sorted({scheme for scheme, _ in self._session.auth})) or "?"
+        return ConnectionFailedError(
+            f"ZooKeeper at {self.last_host} refused our credentials (AUTH_FAILED for "
+            f"scheme {schemes}) and closed the session; check auth (scheme and "
+            "'user:password')",
+            hosts=(self.last_host or "?",),
+            reasons={self.last_host or "?": "credentials refused (AUTH_FAILED)"},
+        )
+
+    def _refuse_start(self, error: ConnectionFailedError) -> None:
+        started = self._started
+        if started is not None and not started.done():
+            started.set_exception(error)
+
+    def _note_failure(self, host: str, wire: _Wire, error: BaseException) -> None:
+        """Remember why ``host`` failed when that is worth telling (a TLS refusal)."""
+        reason = _security.connect_failure_reason(error)
+        if reason is None and wire.error is not None:
+            reason = _security.connect_failure_reason(wire.error)
+        if reason is not None:
+            self._failure_reasons[host] = reason
+
     def _attempt_timeout(self) -> float:
         if self._connect_timeout is not None:
             return self._connect_timeout
@@ -573,6 +622,7 @@ class Connection:
                 event = await asyncio.wait_for(self._handshake(wire, host, port), timeout)
             except (OSError, asyncio.TimeoutError, ZooKeeperError) as exc:
                 log.debug("could not connect to %s:%s: %r", host, port, exc)
+                self._note_failure(f"{host}:{port}", wire, exc)
                 self._abandon(wire)
                 return None
             except BaseException:

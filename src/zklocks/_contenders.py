@@ -14,8 +14,9 @@ from typing import Any
 
 from zklocks import _nodes
 from zklocks._errors import LockError
+from zklocks._flow import access_denied
 from zklocks._ops import GetChildren, GetData, NodeData, Op, Pipeline
-from zklocks._protocol.errors import ConnectionLossError, NoNodeError
+from zklocks._protocol.errors import ConnectionLossError, NoAuthError, NoNodeError
 from zklocks._strategies import holders
 
 
@@ -47,12 +48,17 @@ def list_contenders(path: str) -> Generator[Op, Any, list[Contender]]:
             return []
         if isinstance(children, ConnectionLossError):
             continue
+        if isinstance(children, NoAuthError):
+            raise access_denied(path, "list")
         if not isinstance(children, list):
             raise LockError(f"cannot list {path}: {children}")
         line = _nodes.queue(children)
         replies = yield Pipeline(tuple(GetData(f"{path}/{node.name}") for node in line))
         if any(isinstance(reply, ConnectionLossError) for reply in replies):
             continue
+        for node, reply in zip(line, replies, strict=True):
+            if isinstance(reply, NoAuthError):  # a node whose ACL hides it from us
+                raise access_denied(f"{path}/{node.name}", "read")
         read = [
             (node, reply)
             for node, reply in zip(line, replies, strict=True)

@@ -13,6 +13,7 @@ from zklocks._protocol.errors import (
     SessionExpiredError,
     ZooKeeperError,
 )
+from zklocks._protocol.records import ACL
 from zklocks._session import WatchEvent, WatchKind
 
 
@@ -28,9 +29,13 @@ def ancestors(path: str) -> list[str]:
     return ["/" + "/".join(parts[: i + 1]) for i in range(len(parts))]
 
 
-def parent_creates(path: str) -> list[Create]:
-    """The lock path and its ancestors as containers, sent in one pipelined round trip."""
-    return [Create(p, ephemeral=False, container=True) for p in ancestors(path)]
+def parent_creates(path: str, acl: tuple[ACL, ...] = ()) -> list[Create]:
+    """The lock path and its ancestors as containers, sent in one pipelined round trip.
+
+    Ancestors we create get the lock's ACL too: deleting an empty lock directory takes
+    delete permission on its parent. Ancestors that already exist keep theirs.
+    """
+    return [Create(p, ephemeral=False, container=True, acl=acl) for p in ancestors(path)]
 
 
 def parents_reply(replies: Sequence[Reply]) -> Reply:

@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeAlias, TypeVar
 
 from zklocks import _nodes
-from zklocks._errors import ClientClosed, InvalidArgument, LockError, LockTimeout
+from zklocks._errors import AccessDenied, ClientClosed, InvalidArgument, LockError, LockTimeout
 from zklocks._ops import (
     TIMED_OUT,
     AwaitDeletion,
@@ -55,9 +55,11 @@ from zklocks._ops import (
     CreateParents,
     Delete,
     Exists,
+    GetACL,
     GetChildren,
     GetData,
     Gone,
+    NodeACL,
     NodeData,
     Op,
     Pipeline,
@@ -67,11 +69,14 @@ from zklocks._ops import (
 from zklocks._protocol.errors import (
     ClientClosedError,
     ConnectionLossError,
+    NoAuthError,
     NodeExistsError,
     NoNodeError,
     SessionExpiredError,
     ZooKeeperError,
 )
+from zklocks._protocol.records import ACL
+from zklocks._security import AclPolicy, weak_directory_message, weaker_entries
 from zklocks._strategies import Granted, Refused, WaitFor, decide
 
 Flow: TypeAlias = Generator[Op, Any, Any]
@@ -90,6 +95,11 @@ class AcquireSpec:
     fair: bool = True
     blocking: bool = True
     deadline: float | None = None
+    acl: AclPolicy | None = None  # None: the open ACL, and no check of the directory
+
+    @property
+    def node_acl(self) -> tuple[ACL, ...]:
+        return () if self.acl is None else self.acl.wire
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,11 +165,24 @@ _START_OVER = object()
 
 def _protected_create(spec: AcquireSpec, attempt: _Attempt) -> Generator[Op, Any, Created]:
     prefix = f"{spec.path}/{_nodes.sequential_prefix(spec.kind, spec.attempt, spec.permits)}"
-    create = Create(prefix, spec.data, ephemeral=True, sequential=True, deadline=spec.deadline)
-    listing = GetChildren(spec.path, deadline=spec.deadline)
+    create = Create(
+        prefix,
+        spec.data,
+        ephemeral=True,
+        sequential=True,
+        deadline=spec.deadline,
+        acl=spec.node_acl,
+    )
+    requests: tuple[Create | GetChildren | GetACL, ...] = (
+        create,
+        GetChildren(spec.path, deadline=spec.deadline),
+    )
+    if spec.acl is not None:  # the directory's ACL, read in the same round trip
+        requests += (GetACL(spec.path, deadline=spec.deadline),)
     while True:
         attempt.create_in_flight = True
-        created, children = yield Pipeline((create, listing))
+        replies = yield Pipeline(requests)
+        created, children = replies[0], replies[1]
         if created is TIMED_OUT:
             attempt.create_in_flight = False
             raise LockTimeout(f"timed out waiting for a connection to lock {spec.path}")
@@ -170,16 +193,20 @@ def _protected_create(spec: AcquireSpec, attempt: _Attempt) -> Generator[Op, Any
         if isinstance(created, Created):
             attempt.node = created.path
             attempt.create_in_flight = False
+            if spec.acl is not None:  # raises; the caller's cleanup deletes our node
+                yield from _check_directory(spec, spec.acl, replies[2])
             attempt.children = children if isinstance(children, list) else (yield from _list(spec))
             return created
         if isinstance(created, ConnectionLossError | SessionExpiredError):
             adopted = yield from _find_own_node(spec, attempt)
             attempt.create_in_flight = False
             if adopted is not None:
+                if spec.acl is not None:  # raises; the caller's cleanup deletes our node
+                    yield from _check_directory(spec, spec.acl, None)
                 return adopted
             continue
         attempt.create_in_flight = False
-        raise _unexpected(created, spec.path)
+        raise _unexpected(created, spec.path, "create")
 
 
 def _find_own_node(spec: AcquireSpec, attempt: _Attempt) -> Generator[Op, Any, Created | None]:
@@ -191,7 +218,7 @@ def _find_own_node(spec: AcquireSpec, attempt: _Attempt) -> Generator[Op, Any, C
         if isinstance(children, SessionExpiredError | NoNodeError):
             return None  # an expired session took the node with it
         if not isinstance(children, list):
-            raise _unexpected(children, spec.path)
+            raise _unexpected(children, spec.path, "list")
         ours = [name for name in children if spec.attempt in name]
         if not ours:
             return None
@@ -266,7 +293,7 @@ def _await_deletion(spec: AcquireSpec, decision: WaitFor) -> Generator[Op, Any, 
             return None
         if isinstance(reply, ConnectionLossError):
             continue
-        raise _unexpected(reply, spec.path)
+        raise _unexpected(reply, spec.path, "watch")
 
 
 def _list(spec: AcquireSpec) -> Generator[Op, Any, list[str]]:
@@ -280,7 +307,7 @@ def _list(spec: AcquireSpec) -> Generator[Op, Any, list[str]]:
             return []  # our node is gone with the session (or the path): start over
         if isinstance(children, ConnectionLossError):
             continue
-        raise _unexpected(children, spec.path)
+        raise _unexpected(children, spec.path, "list")
 
 
 # -- one-node exclusive lock ----------------------------------------------------------
@@ -289,13 +316,19 @@ def _list(spec: AcquireSpec) -> Generator[Op, Any, list[str]]:
 def _acquire_single_node(spec: AcquireSpec) -> Generator[Op, Any, Acquired | None]:
     node = f"{spec.path}/{_nodes.SINGLE_NODE}"
     attempt = _Attempt()
+    create = Create(node, spec.data, ephemeral=True, deadline=spec.deadline, acl=spec.node_acl)
+    directory_acl = GetACL(spec.path, deadline=spec.deadline)
     try:
         while True:
             attempt.create_in_flight = True
-            created = yield Create(node, spec.data, ephemeral=True, deadline=spec.deadline)
+            if spec.acl is None:
+                created, directory = (yield create), None
+            else:  # the directory's ACL, read in the same round trip
+                created, directory = yield Pipeline((create, directory_acl))
             attempt.create_in_flight = False
             if isinstance(created, Created):
-                return Acquired(node, created.stat.czxid, created.stat.ephemeral_owner)
+                acquired = Acquired(node, created.stat.czxid, created.stat.ephemeral_owner)
+                return (yield from _checked_single_node(spec, acquired, directory))
             if created is TIMED_OUT:
                 raise LockTimeout(f"timed out waiting for a connection to lock {spec.path}")
             if isinstance(created, NoNodeError):
@@ -306,12 +339,13 @@ def _acquire_single_node(spec: AcquireSpec) -> Generator[Op, Any, Acquired | Non
                 owned = yield from _single_node_stat(node, attempt=spec.attempt)
                 attempt.create_in_flight = False
                 if owned is not None:
-                    return Acquired(node, owned.czxid, owned.ephemeral_owner)
+                    acquired = Acquired(node, owned.czxid, owned.ephemeral_owner)
+                    return (yield from _checked_single_node(spec, acquired, None))
                 continue
             if isinstance(created, SessionExpiredError):
                 continue
             if not isinstance(created, NodeExistsError):
-                raise _unexpected(created, spec.path)
+                raise _unexpected(created, spec.path, "create")
             if not spec.blocking:
                 return None
             yield from _await_deletion(spec, WaitFor((_nodes.SINGLE_NODE,)))
@@ -319,6 +353,19 @@ def _acquire_single_node(spec: AcquireSpec) -> Generator[Op, Any, Acquired | Non
         if attempt.create_in_flight:
             yield from _shielded(_delete_single_node(node, attempt=spec.attempt))
         raise
+
+
+def _checked_single_node(
+    spec: AcquireSpec, acquired: Acquired, directory: Any
+) -> Generator[Op, Any, Acquired]:
+    """The grant, once the directory's ACL passed (else our node is deleted first)."""
+    if spec.acl is not None:
+        try:
+            yield from _check_directory(spec, spec.acl, directory)
+        except BaseException:
+            yield from _shielded(release(acquired.node, acquired.token, acquired.owner))
+            raise
+    return acquired
 
 
 def _single_node_stat(
@@ -359,7 +406,7 @@ def _delete_single_node(
         if isinstance(reply, NoNodeError | SessionExpiredError | ClientClosedError):
             return False
         if not isinstance(reply, ConnectionLossError):
-            raise _unexpected(reply, node)
+            raise _unexpected(reply, node, "delete")
         # the delete may have been applied before the connection dropped: check again
 
 
@@ -372,12 +419,31 @@ def _create_parents(spec: AcquireSpec) -> Generator[Op, Any, None]:
     A lost connection, an expired session (the next create uses the new one) or an
     ancestor container reaped meanwhile all mean: try the create again.
     """
-    reply = yield CreateParents(spec.path, deadline=spec.deadline)
+    reply = yield CreateParents(spec.path, deadline=spec.deadline, acl=spec.node_acl)
     if reply is TIMED_OUT:
         raise LockTimeout(f"timed out waiting for a connection to lock {spec.path}")
     retry = ConnectionLossError | SessionExpiredError | NoNodeError
     if isinstance(reply, ZooKeeperError) and not isinstance(reply, retry):
-        raise _unexpected(reply, spec.path)
+        raise _unexpected(reply, spec.path, "create")
+
+
+def _check_directory(spec: AcquireSpec, policy: AclPolicy, reply: Any) -> Generator[Op, Any, None]:
+    """Refuse a lock directory that grants more than ``policy`` (read with our create).
+
+    ZooKeeper checks create and delete permission on the *parent*: under a directory
+    open to others, anyone could delete a contender or plant one, whatever our nodes'
+    ACL. Our node is in it now, so it cannot be deleted and re-created meanwhile; only
+    an identity with ADMIN on it could change its ACL.
+    """
+    while not isinstance(reply, NodeACL):  # None: not read yet
+        if reply is TIMED_OUT:
+            raise LockTimeout(f"timed out waiting for a connection to lock {spec.path}")
+        if reply is not None and not isinstance(reply, ConnectionLossError | SessionExpiredError):
+            raise _unexpected(reply, spec.path, "read the ACL of")
+        reply = yield GetACL(spec.path, deadline=spec.deadline)
+    if weaker_entries(reply.entries, policy.stored):
+        message = weak_directory_message(spec.path, reply.entries, policy)
+        raise AccessDenied(message, path=spec.path, operation="use")
 
 
 def _shielded(steps: Generator[Op, Any, T]) -> Generator[Op, Any, T]:
@@ -427,14 +493,27 @@ def _delete(node: str) -> Generator[Op, Any, bool]:
         if isinstance(reply, NoNodeError | SessionExpiredError | ClientClosedError):
             return False  # gone already, or the server removes it as the session ends
         if not isinstance(reply, ConnectionLossError):
-            raise _unexpected(reply, node)
+            raise _unexpected(reply, node, "delete")
 
 
-def _unexpected(reply: object, path: str) -> LockError:
+def _unexpected(reply: object, path: str, operation: str = "access") -> LockError:
     if isinstance(reply, ClientClosedError):
         return ClientClosed(f"cannot lock {path}: the client is stopped")
+    if isinstance(reply, NoAuthError):
+        return access_denied(path, operation)
     if isinstance(reply, BaseException):
         error = LockError(f"ZooKeeper refused a request for {path}: {reply}")
         error.__cause__ = reply
         return error
     return LockError(f"unexpected reply for {path}: {reply!r}")
+
+
+def access_denied(path: str, operation: str) -> AccessDenied:
+    """ZooKeeper's NoAuth as the public error: which path, which operation, what to check."""
+    return AccessDenied(
+        f"ZooKeeper denied {operation} on {path}: this client's credentials (auth=...) do "
+        "not give it that permission in the node's ACL (or its parent's, for create and "
+        "delete)",
+        path=path,
+        operation=operation,
+    )

@@ -3,25 +3,29 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from ssl import SSLContext
 from types import TracebackType
 
 from zklocks._asyncio.locks import AsyncLock, AsyncReadWriteLock
 from zklocks._asyncio.session import AsyncSession
 from zklocks._connection import Connection
-from zklocks._errors import ClientClosed, ConnectionFailed
+from zklocks._errors import ClientClosed
 from zklocks._flow import Acquired
 from zklocks._holdings import LockConfig
 from zklocks._lease import AsyncLease, LeaseKeeper, SessionFacts
 from zklocks._lockmaker import DEFAULT_HOSTS, LockMaker
+from zklocks._native import connection_failed
 from zklocks._protocol.errors import ConnectionFailedError
+from zklocks._security import ACL
 
 
 class AsyncClient(LockMaker[AsyncLock, AsyncReadWriteLock]):
     """The asyncio twin of ``Client``: same arguments, same locks, awaitable methods.
 
     It runs on the loop it is started on, with no thread of its own; every waiting task
-    costs one watch and a few objects, never a thread.
+    costs one watch and a few objects, never a thread. ``auth``, ``acl`` and ``ssl`` are
+    ``Client``'s (see docs/security.md).
     """
 
     def __init__(
@@ -30,8 +34,11 @@ class AsyncClient(LockMaker[AsyncLock, AsyncReadWriteLock]):
         *,
         session_timeout: float = 10.0,
         connect_timeout: float = 15.0,
+        auth: Sequence[tuple[str, str | bytes]] | None = None,
+        acl: str | Sequence[ACL] = "open",
+        ssl: bool | SSLContext | None = None,
     ) -> None:
-        super().__init__(hosts, session_timeout, connect_timeout)
+        super().__init__(hosts, session_timeout, connect_timeout, auth=auth, acl=acl, ssl=ssl)
         self._session: AsyncSession | None = None
         self._stopped = False
         self._keeper = LeaseKeeper(self._facts, self._loop_timer)
@@ -47,17 +54,18 @@ class AsyncClient(LockMaker[AsyncLock, AsyncReadWriteLock]):
         if self._session is not None:
             return self
         connection = Connection(
-            self.hosts, session_timeout=self.session_timeout, connect_timeout=self.connect_timeout
+            self.hosts,
+            session_timeout=self.session_timeout,
+            connect_timeout=self.connect_timeout,
+            ssl=self._ssl,
+            auth=self._auth_packets,
         )
         session = AsyncSession(connection)
         connection.add_state_listener(self._keeper.on_state)
         try:
             await connection.start(self.connect_timeout)
         except ConnectionFailedError as exc:
-            raise ConnectionFailed(
-                f"{exc}; is ZooKeeper running there? Start one with `zklocks server`, "
-                "or point --hosts / ZKLOCKS_HOSTS at yours"
-            ) from exc
+            raise connection_failed(exc) from exc
         session.mark_connected()
         self._session = session
         return self

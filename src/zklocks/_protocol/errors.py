@@ -243,13 +243,23 @@ class ConnectionFailedError(ZooKeeperError, TimeoutError):
     code = 2
 
     def __init__(
-        self, message: str = "", *, hosts: tuple[str, ...] = (), path: str | None = None
+        self,
+        message: str = "",
+        *,
+        hosts: tuple[str, ...] = (),
+        path: str | None = None,
+        reasons: dict[str, str] | None = None,
     ) -> None:
         self.hosts = hosts
+        #: why each host failed when we know better than "no answer" (TLS, credentials)
+        self.reasons = dict(reasons or {})
         if not message:
             message = "no ZooKeeper server answered"
             if hosts:
                 message = f"{message} (tried {', '.join(hosts)})"
+            if self.reasons:
+                why = "; ".join(f"{host}: {reason}" for host, reason in self.reasons.items())
+                message = f"{message}; {why}"
         super().__init__(message, path=path)
 
 

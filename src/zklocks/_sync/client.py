@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from ssl import SSLContext
 from types import TracebackType
 from typing import Any, Protocol
 
@@ -12,6 +14,7 @@ from zklocks._flow import Acquired, Flow
 from zklocks._holdings import LockConfig
 from zklocks._lease import Lease, LeaseKeeper, SessionFacts
 from zklocks._lockmaker import DEFAULT_HOSTS, LockMaker
+from zklocks._security import ACL
 from zklocks._session import SyncSession
 from zklocks._sync import driver
 from zklocks._sync.locks import Lock, ReadWriteLock
@@ -30,11 +33,22 @@ class SessionFactory(Protocol):
 
 
 def _default_session_factory(
-    hosts: str, *, session_timeout: float, connect_timeout: float
+    hosts: str,
+    *,
+    session_timeout: float,
+    connect_timeout: float,
+    ssl: SSLContext | None = None,
+    auth: Sequence[tuple[str, bytes]] = (),
 ) -> StartableSession:
     from zklocks._sync.native_session import NativeSession
 
-    return NativeSession(hosts, session_timeout=session_timeout, connect_timeout=connect_timeout)
+    return NativeSession(
+        hosts,
+        session_timeout=session_timeout,
+        connect_timeout=connect_timeout,
+        ssl=ssl,
+        auth=auth,
+    )
 
 
 class Client(LockMaker[Lock, ReadWriteLock]):
@@ -46,6 +60,12 @@ class Client(LockMaker[Lock, ReadWriteLock]):
     released. Use as a context manager, or call ``start()`` and ``stop()``.
     ``session_factory`` replaces the transport (``zklocks.sim`` runs clients on its
     in-memory model this way); leave it out to talk to ZooKeeper.
+
+    Security (docs/security.md): ``auth=[("digest", "user:password")]`` is sent on every
+    (re)connect; ``acl="creator"`` gives the lock directory and every contender node to
+    that identity alone (``"open"``, the default, is ZooKeeper's open ACL; or a list of
+    ``zklocks.ACL``); ``ssl=True`` or an ``ssl.SSLContext`` connects over TLS.
+    Credentials never appear in a repr, a log line or an error.
     """
 
     def __init__(
@@ -54,10 +74,15 @@ class Client(LockMaker[Lock, ReadWriteLock]):
         *,
         session_timeout: float = 10.0,
         connect_timeout: float = 15.0,
+        auth: Sequence[tuple[str, str | bytes]] | None = None,
+        acl: str | Sequence[ACL] = "open",
+        ssl: bool | SSLContext | None = None,
         session_factory: SessionFactory | None = None,
     ) -> None:
-        super().__init__(hosts, session_timeout, connect_timeout)
-        self._session_factory = session_factory or _default_session_factory
+        super().__init__(hosts, session_timeout, connect_timeout, auth=auth, acl=acl, ssl=ssl)
+        self._session_factory: SessionFactory = session_factory or functools.partial(
+            _default_session_factory, ssl=self._ssl, auth=self._auth_packets
+        )
         self._session: SyncSession | None = None
         self._stopped = False
         self._keeper = LeaseKeeper(self._facts, self._call_later)

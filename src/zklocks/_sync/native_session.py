@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ssl as _ssl
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from zklocks._connection import Connection, SessionState
-from zklocks._errors import ConnectionFailed
-from zklocks._native import facts_of, reply_of, submit_all, wrap_watcher
+from zklocks._native import connection_failed, facts_of, reply_of, submit_all, wrap_watcher
 from zklocks._ops import TIMED_OUT, GetData, Reply, Request
 from zklocks._protocol.errors import (
     ClientClosedError,
@@ -67,9 +67,21 @@ class _Latch:
 class NativeSession:
     """One connection on one loop thread, seen through the ``SyncSession`` interface."""
 
-    def __init__(self, hosts: str, *, session_timeout: float, connect_timeout: float) -> None:
+    def __init__(
+        self,
+        hosts: str,
+        *,
+        session_timeout: float,
+        connect_timeout: float,
+        ssl: _ssl.SSLContext | None = None,
+        auth: Sequence[tuple[str, bytes]] = (),
+    ) -> None:
         self._connection = Connection(
-            hosts, session_timeout=session_timeout, connect_timeout=connect_timeout
+            hosts,
+            session_timeout=session_timeout,
+            connect_timeout=connect_timeout,
+            ssl=ssl,
+            auth=auth,
         )
         self._connect_timeout = connect_timeout
         self._loop = asyncio.new_event_loop()
@@ -91,10 +103,7 @@ class NativeSession:
             self._run(self._connection.start(self._connect_timeout))
         except ConnectionFailedError as exc:
             self._shut_down()
-            raise ConnectionFailed(
-                f"{exc}; is ZooKeeper running there? Start one with `zklocks server`, "
-                "or point --hosts / ZKLOCKS_HOSTS at yours"
-            ) from exc
+            raise connection_failed(exc) from exc
         except BaseException:
             self._shut_down()
             raise
