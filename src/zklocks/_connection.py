@@ -603,6 +603,11 @@ class Connection:
         reason = _security.connect_failure_reason(error)
         if reason is None and wire.error is not None:
             reason = _security.connect_failure_reason(wire.error)
+        if reason is None and self._ssl is None and isinstance(error, ConnectionLossError):
+            reason = (
+                "the server hung up during the ZooKeeper handshake (a TLS-only port? "
+                "then connect with ssl=True or an ssl.SSLContext, --tls on the command line)"
+            )
         if reason is not None:
             self._failure_reasons[host] = reason
 

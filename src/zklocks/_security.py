@@ -274,10 +274,11 @@ def connect_failure_reason(error: BaseException) -> str | None:
         )
     if isinstance(error, _ssl.SSLError):
         reason = str(error.reason or error)
-        if "CERTIFICATE_REQUIRED" in reason.upper():
+        if "CERTIFICATE_REQUIRED" in reason.upper() or "BAD_CERTIFICATE" in reason.upper():
             return (
-                "TLS: the server requires a client certificate (mutual TLS) and dropped "
-                "us; load one (context.load_cert_chain, or --tls-cert/--tls-key)"
+                f"TLS: the server refused our client certificate or its absence ({reason}); "
+                "it requires one it trusts (mutual TLS): load one with "
+                "context.load_cert_chain, or --tls-cert/--tls-key"
             )
         if "WRONG_VERSION_NUMBER" in reason.upper():
             return f"TLS handshake failed ({reason}): is this port plain TCP? (leave out --tls)"
