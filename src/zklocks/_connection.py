@@ -411,9 +411,11 @@ class Connection:
                     if not event.ok and isinstance(event.value, AuthFailedError):
                         # Credentials it accepted before are refused now: like the Java
                         # client's AUTH_FAILED, this is the end of the connection.
-                        log.error("the server refused our stored credentials; closing")
+                        log.error("the server refused our credentials (AUTH_FAILED); closing")
                         self._refuse_start(self._auth_refused())
+                        self._drop_refused(wire)
                         self._closer = self._loop_or_running().create_task(self.close())
+                        return
                     continue
                 if not future.done():
                     if event.ok:
@@ -592,6 +594,16 @@ class Connection:
             hosts=(self.last_host or "?",),
             reasons={self.last_host or "?": "credentials refused (AUTH_FAILED)"},
         )
+
+    def _drop_refused(self, wire: _Wire) -> None:
+        """After AUTH_FAILED the server ends the session: fail what is in flight, hang up
+        (close() then has no closeSession to send)."""
+        self._fail(self._session.disconnect(), AuthFailedError("the server refused our credentials"))
+        if wire is self._wire:
+            self._wire = None
+            self._transport = None
+            self._cancel_timer()
+        self._abandon(wire)
 
     def _refuse_start(self, error: ConnectionFailedError) -> None:
         started = self._started
