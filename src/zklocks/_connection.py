@@ -598,7 +598,8 @@ class Connection:
     def _drop_refused(self, wire: _Wire) -> None:
         """After AUTH_FAILED the server ends the session: fail what is in flight, hang up
         (close() then has no closeSession to send)."""
-        self._fail(self._session.disconnect(), AuthFailedError("the server refused our credentials"))
+        refused = AuthFailedError("the server refused our credentials")
+        self._fail(self._session.disconnect(), refused)
         if wire is self._wire:
             self._wire = None
             self._transport = None

@@ -15,8 +15,9 @@ from typing import Any
 from zklocks import _nodes
 from zklocks._errors import LockError
 from zklocks._flow import access_denied
-from zklocks._ops import GetChildren, GetData, NodeData, Op, Pipeline
+from zklocks._ops import GetACL, GetChildren, GetData, NodeACL, NodeData, Op, Pipeline
 from zklocks._protocol.errors import ConnectionLossError, NoAuthError, NoNodeError
+from zklocks._protocol.records import ACL
 from zklocks._strategies import holders
 
 
@@ -68,6 +69,20 @@ def list_contenders(path: str) -> Generator[Op, Any, list[Contender]]:
         holding = {node.name for node in holders(present)}
         found = [_contender(path, node, reply, node.name in holding) for node, reply in read]
         return sorted(found, key=lambda c: not c.holder)  # stable: line order kept
+
+
+def directory_acl(path: str) -> Generator[Op, Any, tuple[ACL, ...] | None]:
+    """The lock directory's ACL as stored (``None``: no such node), for ``status``."""
+    while True:
+        reply = yield GetACL(path)
+        if isinstance(reply, NodeACL):
+            return reply.entries
+        if isinstance(reply, NoNodeError):
+            return None
+        if isinstance(reply, NoAuthError):
+            raise access_denied(path, "read the ACL of")
+        if not isinstance(reply, ConnectionLossError):
+            raise LockError(f"cannot read the ACL of {path}: {reply}")
 
 
 def _contender(path: str, node: _nodes.NodeName, reply: NodeData, holder: bool) -> Contender:

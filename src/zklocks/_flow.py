@@ -76,7 +76,7 @@ from zklocks._protocol.errors import (
     ZooKeeperError,
 )
 from zklocks._protocol.records import ACL
-from zklocks._security import AclPolicy, weak_directory_message, weaker_entries
+from zklocks._security import AclPolicy, public_acl, weak_directory_message, weaker_entries
 from zklocks._strategies import Granted, Refused, WaitFor, decide
 
 Flow: TypeAlias = Generator[Op, Any, Any]
@@ -194,7 +194,7 @@ def _protected_create(spec: AcquireSpec, attempt: _Attempt) -> Generator[Op, Any
             attempt.node = created.path
             attempt.create_in_flight = False
             if spec.acl is not None:  # raises; the caller's cleanup deletes our node
-                yield from _check_directory(spec, spec.acl, replies[2])
+                yield from _check_directory(spec, spec.acl, replies[2], created.path)
             attempt.children = children if isinstance(children, list) else (yield from _list(spec))
             return created
         if isinstance(created, ConnectionLossError | SessionExpiredError):
@@ -202,7 +202,7 @@ def _protected_create(spec: AcquireSpec, attempt: _Attempt) -> Generator[Op, Any
             attempt.create_in_flight = False
             if adopted is not None:
                 if spec.acl is not None:  # raises; the caller's cleanup deletes our node
-                    yield from _check_directory(spec, spec.acl, None)
+                    yield from _check_directory(spec, spec.acl, None, adopted.path)
                 return adopted
             continue
         attempt.create_in_flight = False
@@ -361,7 +361,7 @@ def _checked_single_node(
     """The grant, once the directory's ACL passed (else our node is deleted first)."""
     if spec.acl is not None:
         try:
-            yield from _check_directory(spec, spec.acl, directory)
+            yield from _check_directory(spec, spec.acl, directory, acquired.node)
         except BaseException:
             yield from _shielded(release(acquired.node, acquired.token, acquired.owner))
             raise
@@ -427,23 +427,38 @@ def _create_parents(spec: AcquireSpec) -> Generator[Op, Any, None]:
         raise _unexpected(reply, spec.path, "create")
 
 
-def _check_directory(spec: AcquireSpec, policy: AclPolicy, reply: Any) -> Generator[Op, Any, None]:
+def _check_directory(
+    spec: AcquireSpec, policy: AclPolicy, reply: Any, own_node: str
+) -> Generator[Op, Any, None]:
     """Refuse a lock directory that grants more than ``policy`` (read with our create).
 
     ZooKeeper checks create and delete permission on the *parent*: under a directory
     open to others, anyone could delete a contender or plant one, whatever our nodes'
     ACL. Our node is in it now, so it cannot be deleted and re-created meanwhile; only
     an identity with ADMIN on it could change its ACL.
+
+    ``policy.stored`` knows the identities a digest credential gives; the server may
+    give the session others (``x509:`` for a TLS client certificate). So before
+    refusing, ask what ``auth:`` became on ``own_node``, created with the same ACL a
+    moment ago: that is what the server grants this session, by definition.
     """
+    entries = yield from _read_acl(spec, spec.path, reply)
+    if not weaker_entries(entries, policy.stored):
+        return
+    ours = public_acl((yield from _read_acl(spec, own_node, None)))
+    if weaker_entries(entries, ours):
+        message = weak_directory_message(spec.path, entries, policy, ours)
+        raise AccessDenied(message, path=spec.path, operation="use")
+
+
+def _read_acl(spec: AcquireSpec, path: str, reply: Any) -> Generator[Op, Any, tuple[ACL, ...]]:
     while not isinstance(reply, NodeACL):  # None: not read yet
         if reply is TIMED_OUT:
             raise LockTimeout(f"timed out waiting for a connection to lock {spec.path}")
         if reply is not None and not isinstance(reply, ConnectionLossError | SessionExpiredError):
-            raise _unexpected(reply, spec.path, "read the ACL of")
-        reply = yield GetACL(spec.path, deadline=spec.deadline)
-    if weaker_entries(reply.entries, policy.stored):
-        message = weak_directory_message(spec.path, reply.entries, policy)
-        raise AccessDenied(message, path=spec.path, operation="use")
+            raise _unexpected(reply, path, "read the ACL of")
+        reply = yield GetACL(path, deadline=spec.deadline)
+    return reply.entries
 
 
 def _shielded(steps: Generator[Op, Any, T]) -> Generator[Op, Any, T]:

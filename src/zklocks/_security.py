@@ -175,6 +175,11 @@ def stored_acl(entries: Sequence[ACL], creds: Sequence[Credential]) -> tuple[ACL
     return tuple(stored)
 
 
+def public_acl(entries: Iterable[_WireACL]) -> tuple[ACL, ...]:
+    """Entries read from the server, as ``zklocks.ACL``."""
+    return tuple(ACL(entry.id.scheme, entry.id.id, entry.perms) for entry in entries if entry.perms)
+
+
 def weaker_entries(existing: Sequence[_WireACL], allowed: Sequence[ACL]) -> list[ACL]:
     """Entries of ``existing`` that grant someone more than ``allowed`` does.
 
@@ -249,8 +254,10 @@ def acl_policy(acl: object, creds: Sequence[Credential]) -> AclPolicy | None:
     return AclPolicy(name, wire_acl(entries), stored_acl(entries, creds))
 
 
-def weak_directory_message(path: str, existing: Sequence[_WireACL], policy: AclPolicy) -> str:
-    weaker = weaker_entries(existing, policy.stored)
+def weak_directory_message(
+    path: str, existing: Sequence[_WireACL], policy: AclPolicy, allowed: Sequence[ACL]
+) -> str:
+    weaker = weaker_entries(existing, allowed)
     return (
         f"refusing to use the lock directory {path}: its ACL ({describe(existing)}) grants "
         f"more than acl={policy.name} allows ({describe(weaker)}), so others could delete "

@@ -10,8 +10,10 @@ from typing import IO, Any, NoReturn, TypeVar
 
 import click
 
+from zklocks._cli.security import Security
 from zklocks._errors import ConnectionFailed, InvalidArgument, InvalidPath
 from zklocks._lockmaker import DEFAULT_HOSTS
+from zklocks._protocol.errors import ConnectionFailedError
 from zklocks._sync.client import Client
 from zklocks._validate import lock_path
 
@@ -21,6 +23,7 @@ EX_UNAVAILABLE = 69  # ZooKeeper unreachable, or no ZooKeeper to start
 EX_SOFTWARE = 70  # the demo: an expectation failed
 EX_NOT_ACQUIRED = 75  # EX_TEMPFAIL: the lock was not acquired in time (try again later)
 EX_LOST = 76  # the lease was lost while the command ran
+EX_NOPERM = 77  # ZooKeeper's ACL refused us, or the lock directory's ACL is too weak
 EX_CANNOT_EXECUTE = 126
 EX_NOT_FOUND = 127
 
@@ -121,15 +124,28 @@ def check_path(ctx: click.Context, param: click.Parameter, value: str) -> str:
         ) from None
 
 
-def connect(hosts: str, connect_timeout: float, *, session_timeout: float = 10.0) -> Client:
-    """A started client, or exit 69 saying which hosts did not answer and what to try."""
+def connect(
+    hosts: str,
+    connect_timeout: float,
+    *,
+    session_timeout: float = 10.0,
+    security: Security | None = None,
+) -> Client:
+    """A started client, or exit 69 saying which hosts did not answer and what to try
+    (or, for a TLS or credentials refusal, what the server refused)."""
+    options = (security or Security()).client_options()
     try:
-        client = Client(hosts, session_timeout=session_timeout, connect_timeout=connect_timeout)
+        client = Client(
+            hosts, session_timeout=session_timeout, connect_timeout=connect_timeout, **options
+        )
     except InvalidArgument as error:
         fail(str(error), EX_USAGE)
     try:
         return client.start()
-    except ConnectionFailed:
+    except ConnectionFailed as error:
+        cause = error.__cause__
+        if isinstance(cause, ConnectionFailedError) and cause.reasons:
+            fail(f"cannot connect to ZooKeeper at {hosts}: {error}", EX_UNAVAILABLE)
         fail(unreachable_message(hosts, connect_timeout), EX_UNAVAILABLE)
 
 

@@ -37,7 +37,7 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
 
@@ -47,6 +47,7 @@ from zklocks._cli.common import (
     CONTEXT,
     EX_CANNOT_EXECUTE,
     EX_LOST,
+    EX_NOPERM,
     EX_NOT_ACQUIRED,
     EX_NOT_FOUND,
     check_path,
@@ -55,7 +56,8 @@ from zklocks._cli.common import (
     fail,
     seconds,
 )
-from zklocks._errors import LockError, LockTimeout
+from zklocks._cli.security import Security, security_options
+from zklocks._errors import AccessDenied, LockError, LockTimeout
 from zklocks._lease import Lease
 from zklocks._sync.client import Client
 from zklocks._sync.locks import Lock
@@ -112,6 +114,7 @@ class RunOptions:
     verbose: bool
     hosts: str
     connect_timeout: float
+    security: Security = field(default_factory=Security)
 
 
 @click.command(
@@ -163,6 +166,7 @@ class RunOptions:
 )
 @click.option("-v", "--verbose", is_flag=True, help="Say when the lock is acquired and released.")
 @connection_options
+@security_options(acl=True)
 def run(
     path: str,
     command: tuple[str, ...],
@@ -176,6 +180,7 @@ def run(
     verbose: bool,
     hosts: str,
     connect_timeout: float,
+    security: Security,
 ) -> None:
     """Run COMMAND while holding the lock at PATH; release it when COMMAND exits.
 
@@ -206,6 +211,7 @@ def run(
         verbose=verbose,
         hosts=hosts,
         connect_timeout=connect_timeout,
+        security=security,
     )
     sys.exit(execute(options))
 
@@ -227,7 +233,10 @@ def execute(options: RunOptions) -> int:
     try:
         with _signals_blocked():  # the client's threads inherit the mask
             client = connect(
-                options.hosts, options.connect_timeout, session_timeout=options.session_timeout
+                options.hosts,
+                options.connect_timeout,
+                session_timeout=options.session_timeout,
+                security=options.security,
             )
         return _Run(options, client).run()
     except _Interrupted as interrupt:
@@ -295,6 +304,8 @@ class _Run:
                 lease = lock.acquire(self.options.timeout)
         except LockTimeout:
             lease = None
+        except AccessDenied as error:
+            fail(f"cannot take {self.options.path}: {error}", EX_NOPERM)
         except LockError as error:
             fail(f"cannot take {self.options.path}: {error}")
         if lease is None:

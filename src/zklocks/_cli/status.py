@@ -21,10 +21,20 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from zklocks._cli.common import CONTEXT, age, connect, connection_options, fail, seconds
-from zklocks._contenders import list_contenders
-from zklocks._errors import ClientClosed, LockError
+from zklocks._cli.common import (
+    CONTEXT,
+    EX_NOPERM,
+    age,
+    connect,
+    connection_options,
+    fail,
+    seconds,
+)
+from zklocks._cli.security import Security, security_options
+from zklocks._contenders import directory_acl, list_contenders
+from zklocks._errors import AccessDenied, ClientClosed, LockError
 from zklocks._inspect import LockSummary, Place, arm_change_watch, line_up, walk_locks
+from zklocks._security import perm_letters, show_id
 from zklocks._sync.client import Client
 from zklocks._validate import lock_path
 
@@ -57,6 +67,7 @@ Examples:
 def snapshot(client: Client, path: str) -> dict[str, Any]:
     """The state of one lock as a JSON-ready dict (the ``--json`` document)."""
     contenders = client._run(list_contenders(path))
+    acl = client._run(directory_acl(path))
     now = dt.datetime.now(tz=dt.timezone.utc)
     entries = [_entry(place, now) for place in line_up(contenders)]
     holders = [e for e in entries if e["holder"]]
@@ -66,6 +77,10 @@ def snapshot(client: Client, path: str) -> dict[str, Any]:
         "holders": holders,
         "waiters": [e for e in entries if not e["holder"]],
         "at": now.isoformat(timespec="milliseconds"),
+        # who may do what in the lock directory (a digest's password hash is left out)
+        "acl": None if acl is None else [
+            {"id": show_id(e.id.scheme, e.id.id), "perms": perm_letters(e.perms)} for e in acl
+        ],
     }
 
 
@@ -107,11 +122,15 @@ def render(state: dict[str, Any], *, observed_at: float | None = None) -> Render
     holders, waiters = state["holders"], state["waiters"]
     positions = {e["node"]: e["position"] for e in holders + waiters}
     token = state["token"]
-    title = Text.assemble(
+    title: RenderableType = Text.assemble(
         (state["path"], "bold"),
         f"  {len(holders)} holding, {len(waiters)} waiting",
         ("  fencing token " + (str(token) if token is not None else "-"), "cyan"),
     )
+    acl = state.get("acl")
+    if acl is not None:
+        shown = ", ".join(f"{e['id']}={e['perms']}" for e in acl)
+        title = Group(title, Text(f"ACL of the lock directory: {shown}", style="dim"))
     if not holders and not waiters:
         return Group(title, Text("nobody holds or waits for this lock", style="dim"))
     table = Table(box=None, pad_edge=False, header_style="bold")
@@ -185,14 +204,17 @@ def _print(console: Console, renderable: RenderableType) -> None:
     help="Keep running and redraw on every change (driven by ZooKeeper watches).",
 )
 @connection_options
-def status(path: str, as_json: bool, watch: bool, hosts: str, connect_timeout: float) -> None:
+@security_options()
+def status(
+    path: str, as_json: bool, watch: bool, hosts: str, connect_timeout: float, security: Security
+) -> None:
     """Show who holds the lock at PATH and who waits, in queue order.
 
     For each contender: kind, identifier, host, pid, how long it has held or waited,
     its fencing token, and which node it watches (the watch chain). Reads only.
     """
     path = _path_argument(path)
-    client = connect(hosts, connect_timeout)
+    client = connect(hosts, connect_timeout, security=security)
     try:
         if watch:
             _watch(client, path, as_json)
@@ -205,6 +227,8 @@ def status(path: str, as_json: bool, watch: bool, hosts: str, connect_timeout: f
         _print(console, render(state))
         if not state["holders"] and not state["waiters"]:
             _hint_not_a_lock(client, path, console)
+    except AccessDenied as error:
+        fail(f"cannot read {path}: {error}", EX_NOPERM)
     except (LockError, ClientClosed) as error:
         fail(f"cannot read {path}: {error}")
     finally:
@@ -307,14 +331,17 @@ def _note_grants(
 @click.argument("root", default="/")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 @connection_options
-def ls(root: str, as_json: bool, hosts: str, connect_timeout: float) -> None:
+@security_options()
+def ls(root: str, as_json: bool, hosts: str, connect_timeout: float, security: Security) -> None:
     """List every lock at or under ROOT (default: the whole tree) with holder and waiter
     counts and the holders' fencing tokens."""
     if root != "/":
         root = _path_argument(root)
-    client = connect(hosts, connect_timeout)
+    client = connect(hosts, connect_timeout, security=security)
     try:
         summaries = client._run(walk_locks(root))
+    except AccessDenied as error:
+        fail(f"cannot list {root}: {error}", EX_NOPERM)
     except (LockError, ClientClosed) as error:
         fail(f"cannot list {root}: {error}")
     finally:

@@ -254,7 +254,9 @@ class ConnectionFailedError(ZooKeeperError, TimeoutError):
         #: why each host failed when we know better than "no answer" (TLS, credentials)
         self.reasons = dict(reasons or {})
         if not message:
-            message = "could not connect to ZooKeeper" if reasons else "no ZooKeeper server answered"
+            message = "no ZooKeeper server answered"
+            if reasons:
+                message = "could not connect to ZooKeeper"
             if hosts:
                 message = f"{message} (tried {', '.join(hosts)})"
             if self.reasons:
