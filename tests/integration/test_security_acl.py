@@ -289,15 +289,15 @@ def test_a_custom_acl_lets_operators_read_but_not_touch(
 ) -> None:
     path = f"{root}/readable"
     readable = [zklocks.ACL("auth", "", 31), zklocks.ACL("world", "anyone", 1)]
-    with zklocks.Client(zk_server.hosts, auth=[ALICE], acl=readable) as client:
-        with client.lock(path, identifier="job") as lease:
-            with zklocks.Client(zk_server.hosts) as operator:
-                (seen,) = operator.lock(path).contenders()
-                assert seen.identifier == "job" and seen.holder
-            with pytest.raises(NoAuthError):
-                kazoo.delete(lease.node)
-            with pytest.raises(NoAuthError):
-                kazoo.create(f"{path}/lock-x-0000000000")
+    client = zklocks.Client(zk_server.hosts, auth=[ALICE], acl=readable)
+    with client, client.lock(path, identifier="job") as lease:
+        with zklocks.Client(zk_server.hosts) as operator:
+            (seen,) = operator.lock(path).contenders()
+            assert seen.identifier == "job" and seen.holder
+        with pytest.raises(NoAuthError):
+            kazoo.delete(lease.node)
+        with pytest.raises(NoAuthError):
+            kazoo.create(f"{path}/lock-x-0000000000")
 
 
 def test_refused_credentials_end_start_with_connection_failed(
