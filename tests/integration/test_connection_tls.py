@@ -9,17 +9,16 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
-import ssl
 import time
 from collections.abc import Awaitable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
 import pytest
-from proxy import Proxy
-from tls_support import TLSSetup
 
 import zklocks
+from proxy import Proxy
+from tls_support import TLSSetup
 from zklocks._connection import Connection, SessionState
 from zklocks._protocol.errors import ConnectionFailedError
 from zklocks.server import ZooKeeperServer
