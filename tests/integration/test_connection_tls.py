@@ -70,9 +70,9 @@ def test_a_lock_over_tls_on_a_server_with_no_plaintext_port(
             assert not lease.lost
 
     async def main() -> None:
-        async with zklocks.AsyncClient(tls_server.hosts, ssl=tls.context()) as client:
-            async with client.lock("/tls/orders") as lease:
-                assert lease.token > 0
+        client = zklocks.AsyncClient(tls_server.hosts, ssl=tls.context())
+        async with client, client.lock("/tls/orders") as lease:
+            assert lease.token > 0
 
     run(main())
 
@@ -111,9 +111,9 @@ def test_a_server_signed_by_another_ca_fails_with_a_clear_message(
 def test_mutual_tls_with_a_client_certificate_and_without(
     tls: TLSSetup, mtls_server: ZooKeeperServer
 ) -> None:
-    with zklocks.Client(mtls_server.hosts, ssl=tls.context(client_cert=True)) as client:
-        with client.lock("/mtls/orders") as lease:
-            assert lease.token > 0
+    client = zklocks.Client(mtls_server.hosts, ssl=tls.context(client_cert=True))
+    with client, client.lock("/mtls/orders") as lease:
+        assert lease.token > 0
     # Without one the TLS 1.3 handshake completes and the server drops us just after:
     # retried until the connect timeout, then ConnectionFailed saying why.
     started = time.monotonic()
