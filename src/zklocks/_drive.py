@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from zklocks._ops import TIMED_OUT, Create, GetData, Gone, NodeData, Pipeline, Reply, Stat
+from zklocks._protocol.constants import Perm
 from zklocks._protocol.errors import (
     ClientClosedError,
     NodeExistsError,
@@ -13,7 +14,7 @@ from zklocks._protocol.errors import (
     SessionExpiredError,
     ZooKeeperError,
 )
-from zklocks._protocol.records import ACL
+from zklocks._protocol.records import ACL, Id
 from zklocks._session import WatchEvent, WatchKind
 
 
@@ -32,10 +33,21 @@ def ancestors(path: str) -> list[str]:
 def parent_creates(path: str, acl: tuple[ACL, ...] = ()) -> list[Create]:
     """The lock path and its ancestors as containers, sent in one pipelined round trip.
 
-    Ancestors we create get the lock's ACL too: deleting an empty lock directory takes
-    delete permission on its parent. Ancestors that already exist keep theirs.
+    The lock path gets ``acl``. Ancestors we create get it too, plus create and read
+    for everyone: deleting an empty lock directory takes delete permission on its
+    parent, which only ``acl`` grants, while other users (other credentials) may still
+    make lock directories of their own beside ours, under a shared ``/locks``.
+    Ancestors that already exist keep theirs.
     """
-    return [Create(p, ephemeral=False, container=True, acl=acl) for p in ancestors(path)]
+    paths = ancestors(path)
+    shared = acl + _CREATE_AND_READ if acl else acl
+    return [
+        Create(p, ephemeral=False, container=True, acl=acl if p == path else shared)
+        for p in paths
+    ]
+
+
+_CREATE_AND_READ = (ACL(Perm.CREATE | Perm.READ, Id("world", "anyone")),)
 
 
 def parents_reply(replies: Sequence[Reply]) -> Reply:
