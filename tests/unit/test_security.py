@@ -104,3 +104,13 @@ def test_created_ancestors_let_others_share_them_but_not_delete() -> None:
     assert [c.acl for c in creates[:2]] == [(*acl, WireACL(5, Id("world", "anyone")))] * 2
     assert creates[2].acl == acl  # the lock directory: ours alone
     assert all(c.acl == () for c in parent_creates("/a/b/lock"))  # open: as before
+
+
+def test_the_simulator_refuses_security_options_it_does_not_model() -> None:
+    import zklocks.sim
+
+    make = zklocks.sim.session_factory(zklocks.sim.SimServer())
+    for kwargs in ({"acl": "creator", "auth": [("digest", "a:b")]}, {"ssl": True}):
+        with pytest.raises(zklocks.InvalidArgument, match="simulator"):
+            zklocks.Client("sim", session_factory=make, **kwargs)  # type: ignore[arg-type]
+    zklocks.Client("sim", session_factory=make)  # without them: as before

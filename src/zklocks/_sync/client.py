@@ -9,7 +9,7 @@ from ssl import SSLContext
 from types import TracebackType
 from typing import Any, Protocol
 
-from zklocks._errors import ClientClosed
+from zklocks._errors import ClientClosed, InvalidArgument
 from zklocks._flow import Acquired, Flow
 from zklocks._holdings import LockConfig
 from zklocks._lease import Lease, LeaseKeeper, SessionFacts
@@ -80,6 +80,11 @@ class Client(LockMaker[Lock, ReadWriteLock]):
         session_factory: SessionFactory | None = None,
     ) -> None:
         super().__init__(hosts, session_timeout, connect_timeout, auth=auth, acl=acl, ssl=ssl)
+        if session_factory is not None and (self._credentials or self._acl or self._ssl):
+            raise InvalidArgument(
+                "auth, acl and ssl need ZooKeeper itself; a session_factory (the simulator) "
+                "does not model them"
+            )
         self._session_factory: SessionFactory = session_factory or functools.partial(
             _default_session_factory, ssl=self._ssl, auth=self._auth_packets
         )
