@@ -122,17 +122,15 @@ def render(state: dict[str, Any], *, observed_at: float | None = None) -> Render
     holders, waiters = state["holders"], state["waiters"]
     positions = {e["node"]: e["position"] for e in holders + waiters}
     token = state["token"]
-    title: RenderableType = Text.assemble(
+    title = Text.assemble(
         (state["path"], "bold"),
         f"  {len(holders)} holding, {len(waiters)} waiting",
         ("  fencing token " + (str(token) if token is not None else "-"), "cyan"),
     )
-    acl = state.get("acl")
-    if acl is not None:
-        shown = ", ".join(f"{e['id']}={e['perms']}" for e in acl)
-        title = Group(title, Text(f"ACL of the lock directory: {shown}", style="dim"))
     if not holders and not waiters:
-        return Group(title, Text("nobody holds or waits for this lock", style="dim"))
+        return Group(
+            title, Text("nobody holds or waits for this lock", style="dim"), *_acl_line(state)
+        )
     table = Table(box=None, pad_edge=False, header_style="bold")
     for name, justify in (
         ("#", "right"),
@@ -170,7 +168,16 @@ def render(state: dict[str, Any], *, observed_at: float | None = None) -> Render
             str(entry["token"]),
             watches,
         )
-    return Group(title, table)
+    return Group(title, table, *_acl_line(state))
+
+
+def _acl_line(state: dict[str, Any]) -> list[Text]:
+    """Who may do what in the lock directory (docs/security.md), as the last line."""
+    acl = state.get("acl")
+    if acl is None:
+        return []
+    shown = ", ".join(f"{e['id']}={e['perms']}" for e in acl)
+    return [Text(f"ACL of the lock directory: {shown}", style="dim")]
 
 
 def _console() -> Console:
