@@ -80,7 +80,7 @@ def directory_acl(path: str) -> Generator[Op, Any, tuple[ACL, ...] | None]:
         if isinstance(reply, NoNodeError):
             return None
         if isinstance(reply, NoAuthError):
-            raise access_denied(path, "read the ACL of")
+            raise access_denied(path, "getACL")
         if not isinstance(reply, ConnectionLossError):
             raise LockError(f"cannot read the ACL of {path}: {reply}")
 

@@ -64,8 +64,8 @@ class AccessDenied(LockError):
     """ZooKeeper's ACL refused an operation on ``path``, or the lock directory at ``path``
     is less protected than the client's ``acl`` asks for (nothing was left behind).
 
-    ``operation`` says what was refused: "create", "delete", "list", "read", "watch", or
-    "use" for a directory whose ACL is too weak to trust.
+    ``operation`` says what was refused: "create", "delete", "list", "read", "watch",
+    "getACL", or "use" for a directory whose ACL is too weak to trust.
     """
 
     def __init__(self, message: str, *, path: str, operation: str) -> None:

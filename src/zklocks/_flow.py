@@ -15,7 +15,10 @@ Queued kinds (fair lock, read, write, semaphore lease):
    removes empty lock paths) and try again. If the connection drops with the create in
    flight, the server may have applied it: list the children, find our attempt token,
    and adopt that node only if its ``ephemeralOwner`` is our current session; a node of
-   ours from an older session is deleted and we create again.
+   ours from an older session is deleted and we create again. With an ACL (the
+   client's ``acl`` is not open) the pipeline also reads the lock directory's ACL: a
+   directory that grants more than asked is refused and our node deleted
+   (``_check_directory``; docs/security.md).
 2. **Decide.** The strategy for our kind (``zklocks._strategies``) says granted, or which
    earlier nodes block us. Sequence numbers are integers ordered across the 32-bit wrap.
 3. **Wait.** Watch the blockers (exists-watches) and wait, with what remains of the one
@@ -456,7 +459,7 @@ def _read_acl(spec: AcquireSpec, path: str, reply: Any) -> Generator[Op, Any, tu
         if reply is TIMED_OUT:
             raise LockTimeout(f"timed out waiting for a connection to lock {spec.path}")
         if reply is not None and not isinstance(reply, ConnectionLossError | SessionExpiredError):
-            raise _unexpected(reply, path, "read the ACL of")
+            raise _unexpected(reply, path, "getACL")
         reply = yield GetACL(path, deadline=spec.deadline)
     return reply.entries
 
