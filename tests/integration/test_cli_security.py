@@ -120,6 +120,16 @@ def test_run_and_status_with_credentials_and_without(
         state = json.loads(out)
         assert state["acl"] == [{"id": "digest:alice", "perms": "cdrwa"}]
         assert len(state["holders"]) == 1
+        root = "/" + path.split("/")[1]
+        as_alice = ("--auth-file", str(auth_file))
+        code, out, err = finish(zklocks("ls", root, "--json", *as_alice, env=hosts))
+        assert code == 0, err
+        assert [lock["path"] for lock in json.loads(out)] == [path]
+        code, out, err = finish(zklocks("ls", root, "--json", env=hosts))  # skipped, not an error
+        assert code == 0, err
+        assert path not in out
+        code, out, err = finish(zklocks("ls", path, env=hosts))  # asked for it: denied
+        assert code == 77 and f"denied list on {path}" in err
         for env in (hosts, {**hosts, "ZKLOCKS_AUTH": "digest:mallory:guess"}):
             code, out, err = finish(zklocks("status", path, env=env))
             outputs += [out, err]
