@@ -369,3 +369,18 @@ def test_bad_arguments_are_refused_before_connecting() -> None:
         zklocks.ACL("world", "anyone", 0)
     with pytest.raises(zklocks.InvalidArgument):
         zklocks.ACL("world", "anyone", 32)
+
+
+def test_other_identities_can_share_ancestors_we_created(
+    zk_server: ZooKeeperServer, alice: zklocks.Client, kazoo: KazooClient, root: str
+) -> None:
+    with alice.lock(f"{root}/locks/orders"):
+        pass
+    bob_auth = [("digest", "bob:bob-pw")]
+    with zklocks.Client(zk_server.hosts, auth=bob_auth, acl="creator") as bob:
+        with bob.lock(f"{root}/locks/billing") as lease:  # beside alice's, under hers
+            assert lease.node.startswith(f"{root}/locks/billing/")
+        with pytest.raises(zklocks.AccessDenied):
+            bob.lock(f"{root}/locks/orders").acquire(timeout=5)  # hers stays hers
+    with pytest.raises(NoAuthError):
+        kazoo.delete(f"{root}/locks/orders")  # an empty directory: no delete on its parent
