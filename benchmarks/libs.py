@@ -7,6 +7,8 @@ Library names used across the benchmark:
 - ``kazoo``           kazoo's ``Lock`` / ``ReadLock`` / ``WriteLock`` / ``Semaphore``
 - ``tooz``            tooz's ZooKeeper (kazoo driver) lock
 - ``redis``           redis-py's ``Lock``
+- ``curator``         Apache Curator's ``InterProcessMutex`` (Java), in a JVM of its own
+                      driven over a pipe (``interop.curator``): see :class:`CuratorConnection`
 
 Every handle has ``acquire()`` and ``release()``; make one handle per thread.
 Sessions are 30 s long for every library so no keep-alive ping lands inside a short
@@ -21,7 +23,7 @@ import threading
 from typing import Any, Protocol
 
 SESSION_TIMEOUT = 30.0
-ZK_LIBS = ("zklocks", "zklocks-unfair", "kazoo", "tooz")
+ZK_LIBS = ("zklocks", "zklocks-unfair", "kazoo", "tooz", "curator")
 
 
 class Handle(Protocol):
@@ -211,6 +213,73 @@ class RedisConnection(Connection):
         self.client.close()
 
 
+_jvm: Any = None  # this process's Curator worker, kept across rounds: its JIT stays warm
+_jvm_warm_cycles = 0
+
+
+class CuratorHandle:
+    """One ``InterProcessMutex`` in the JVM. ``acquire``/``release`` cost a pipe round
+    trip each, so timed loops run inside the JVM instead: :meth:`cycles`, :meth:`contend`."""
+
+    def __init__(self, jvm: Any, name: str) -> None:
+        self.jvm, self.name = jvm, name
+
+    def acquire(self) -> bool:
+        return bool(self.jvm.acquire(self.name))
+
+    def release(self) -> None:
+        self.jvm.release(self.name)
+
+    def cycles(self, n: int) -> list[float]:
+        """``n`` acquire+release cycles, each timed in the JVM (``System.nanoTime``)."""
+        return list(self.jvm.cycles(self.name, n))
+
+    def contend(self, start: float, end: float) -> list[tuple[float, float]]:
+        """Cycles from ``start`` to ``end``: (acquired, releasing) monotonic instants."""
+        return list(self.jvm.contend(self.name, start, end))
+
+
+class CuratorConnection(Connection):
+    """A CuratorFramework (one session) in this process's JVM worker.
+
+    The JVM outlives the connection (one per benchmark worker process, ended with it),
+    so the JIT compiles Curator's and ZooKeeper's code paths once. Before the first
+    timed cycle in a JVM it runs ``jvm_warmup`` unrecorded uncontended cycles on a path of
+    its own (before the counters' first reading, like every library's warm-up).
+    """
+
+    name = "curator"
+
+    def __init__(self, hosts: str, *, jvm_warmup: int = 0) -> None:
+        global _jvm, _jvm_warm_cycles
+        from interop.curator import CuratorWorker
+
+        if _jvm is None or _jvm.process.poll() is not None:
+            _jvm, _jvm_warm_cycles = CuratorWorker(), 0
+        self.jvm = _jvm
+        self.jvm.connect(hosts, SESSION_TIMEOUT)
+        self._names = itertools.count()
+        if _jvm_warm_cycles < jvm_warmup:
+            warm = self.mutex(f"/bench/jvm-warmup/p{os.getpid()}")
+            warm.cycles(jvm_warmup - _jvm_warm_cycles)
+            _jvm_warm_cycles = jvm_warmup
+
+    def mutex(self, path: str) -> CuratorHandle:
+        name = f"m{next(self._names)}"
+        self.jvm.mutex(name, path)
+        return CuratorHandle(self.jvm, name)
+
+    def cpu(self) -> float:
+        """CPU seconds the JVM has used, every thread (JIT and GC included)."""
+        return float(self.jvm.cpu_seconds())
+
+    def close(self) -> None:
+        self.jvm.disconnect()
+
+    def transport(self) -> str:
+        return "Curator 5 / ZooKeeper Java client (NIO)"
+
+
 def connect(lib: str, hosts: str, redis_port: int | None = None, **options: Any) -> Connection:
     if lib == "zklocks":
         return ZkLocksConnection(hosts, fair=True)
@@ -220,6 +289,8 @@ def connect(lib: str, hosts: str, redis_port: int | None = None, **options: Any)
         return KazooConnection(hosts, count_wakeups=options.get("count_wakeups", False))
     if lib == "tooz":
         return ToozConnection(hosts)
+    if lib == "curator":
+        return CuratorConnection(hosts, jvm_warmup=options.get("jvm_warmup", 0))
     if lib == "redis":
         if redis_port is None:
             raise RuntimeError("no redis-server is running for this run")

@@ -21,6 +21,7 @@ COLORS = {
     "kazoo": "#d62728",
     "tooz": "#ff7f0e",
     "redis": "#7f7f7f",
+    "curator": "#2ca02c",
     "one-node": "#9467bd",
     "child-list": "#8c564b",
 }
@@ -30,6 +31,7 @@ NAMES = {
     "kazoo": "kazoo Lock",
     "tooz": "tooz (ZooKeeper)",
     "redis": "redis-py Lock",
+    "curator": "Curator (Java)",
     "one-node": "naive: all watch one node",
     "child-list": "naive: all watch child list",
 }
@@ -88,7 +90,7 @@ def _hot(results: dict[str, Any], path: Path) -> bool:
     ns = sorted(int(n) for n in hot)
     libs = [
         lib
-        for lib in ("zklocks", "kazoo", "redis")
+        for lib in ("zklocks", "kazoo", "curator", "redis")
         if any(hot[str(n)].get(lib, {}).get("rounds") for n in ns)
     ]
     if not libs:

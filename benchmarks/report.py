@@ -22,6 +22,7 @@ LABEL = {
     "kazoo": "kazoo `Lock`",
     "tooz": "tooz (ZooKeeper driver)",
     "redis": "redis-py `Lock`",
+    "curator": "Curator `InterProcessMutex` (Java)",
 }
 KIND_LABEL = {
     ("kazoo", "rw"): "kazoo `ReadLock`/`WriteLock`",
@@ -174,6 +175,15 @@ def targets(results: dict[str, Any]) -> list[Target]:
         )
         t.append(
             Target(
+                "Uncontended fair: median speed-up vs Curator (Java)",
+                _speedup(results, "zklocks", "curator"),
+                1.2,
+                kind="min",
+                unit="×",
+            )
+        )
+        t.append(
+            Target(
                 "Uncontended `fair=False`: server requests per cycle",
                 unfair.get("requests", math.nan),
                 2,
@@ -306,7 +316,7 @@ def _header(results: dict[str, Any]) -> str:
         "30 s sessions for every client.",
         f"- Clients: Python {m['python']}; zklocks {v['zklocks']} (transport "
         f"`{_transport(results)}`), kazoo {v['kazoo']}, "
-        f"tooz {v['tooz']}, redis-py {v['redis']}; redis-server "
+        f"tooz {v['tooz']}, redis-py {v['redis']}, {_curator_version(m)}; redis-server "
         f"{m.get('redis_server', 'not running')} "
         "(no persistence: `--save '' --appendonly no`, so no fsync on the Redis row).",
         "- Method: libraries alternate round by round (A B, then B A); figures are medians over "
@@ -320,6 +330,16 @@ def _header(results: dict[str, Any]) -> str:
         "come from a proxy that delays every client write by a fixed time.",
     ]
     return "\n".join(lines)
+
+
+def _curator_version(meta: dict[str, Any]) -> str:
+    c = meta.get("curator")
+    if not c:
+        return "Curator not run"
+    return (
+        f"Apache Curator {c.get('curator', '?')} (Java {c.get('java', '?')}, ZooKeeper client "
+        f"{c.get('zookeeper', '?')}, {c.get('jvm_warmup', '?')} warm-up cycles per JVM)"
+    )
 
 
 def _transport(results: dict[str, Any]) -> str:
@@ -340,7 +360,7 @@ def _section_uncontended(results: dict[str, Any]) -> str:
         record = results["uncontended"].get(lib, {})
         status = _status(record)
         if status:
-            rows.append([LABEL[lib], status, "", "", "", "", "", "", ""])
+            rows.append([LABEL[lib], status, "", "", "", "", "", "", "", ""])
             continue
         s = u[lib]
         rt = s["rt"]
@@ -359,6 +379,7 @@ def _section_uncontended(results: dict[str, Any]) -> str:
                 f"{rt['round_trips']:.2f}" if rt else "–",
                 us(s["cpu"]),
                 _x(_speedup(results, lib, "kazoo")) if lib != "kazoo" else "1",
+                _x(_speedup(results, lib, "curator")) if lib != "curator" else "1",
             ]
         )
     table = _table(
@@ -372,6 +393,7 @@ def _section_uncontended(results: dict[str, Any]) -> str:
             "round trips",
             "client CPU/cycle µs",
             "speed-up vs kazoo",
+            "speed-up vs Curator",
         ],
         rows,
     )
@@ -381,7 +403,22 @@ def _section_uncontended(results: dict[str, Any]) -> str:
         "One process, one lock, acquire then release as fast as it goes. Round trips: cycles "
         "through "
         f"a proxy adding {delay:.0f} ms to every client write; (delayed median − plain median) / "
-        f"{delay:.0f} ms.\n\n" + table
+        f"{delay:.0f} ms.\n\n" + table + _curator_note(results)
+    )
+
+
+def _curator_note(results: dict[str, Any]) -> str:
+    c = results["meta"].get("curator")
+    if not c:
+        return ""
+    return (
+        f"\n\nCurator {c.get('curator', '?')} runs in a JVM of its own (Java "
+        f"{c.get('java', '?')}, ZooKeeper client {c.get('zookeeper', '?')}), one per benchmark "
+        "process, kept across rounds; it times its cycles itself (`System.nanoTime`), and its "
+        f"client CPU is the whole JVM's (JIT and GC included). Before its first timed cycle "
+        f"each JVM runs {c.get('jvm_warmup', '?')} unrecorded cycles so the JIT has compiled "
+        "the lock path. *Speed-up vs X*: X's median ÷ this row's, per round (> 1: this row "
+        "faster)."
     )
 
 
@@ -474,7 +511,7 @@ def _section_hot(results: dict[str, Any]) -> str:
         "ours/theirs",
     ]
     for n, by_lib in results.get("hot", {}).items():
-        libs = [lib for lib in ("zklocks", "kazoo", "redis") if lib in by_lib]
+        libs = [lib for lib in ("zklocks", "kazoo", "curator", "redis") if lib in by_lib]
         parts.append(
             f"### {n} processes\n\n"
             + _table(header, _contention_rows(by_lib, libs, "mutex"))

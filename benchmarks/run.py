@@ -1,9 +1,11 @@
 """``python -m benchmarks.run``: every scenario, zklocks against its peers, in one run.
 
 Starts its own ZooKeeper (fsync on unless ``--no-fsync``) and, for the Redis row, a
-``redis-server``; runs the scenarios with the libraries alternating round by round;
-writes ``latest.md`` (tables, ratios, targets met or missed), PNG plots and the raw
-figures (``raw.json``) to ``--out``; prints the headline table.
+``redis-server``; for the Curator row installs Curator and a JDK when missing
+(``scripts/ensure-curator.sh``) and compiles the Java worker; runs the scenarios with
+the libraries alternating round by round; writes ``latest.md`` (tables, ratios,
+targets met or missed), PNG plots and the raw figures (``raw.json``) to ``--out``;
+prints the headline table.
 
     python -m benchmarks.run                     # full run (< 10 min on 2 cores)
     python -m benchmarks.run --quick             # a few minutes, fewer rounds
@@ -65,6 +67,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--no-fsync", action="store_true", help="forceSync=no (say so when quoting)"
     )
     parser.add_argument("--no-redis", action="store_true", help="skip the Redis row")
+    parser.add_argument(
+        "--no-curator", action="store_true", help="skip the Curator (Java) row: no apt, no JVM"
+    )
     parser.add_argument("--no-plots", action="store_true", help="tables only")
     parser.set_defaults(mode="full")
     args = parser.parse_args(argv)
@@ -111,7 +116,8 @@ def main(argv: list[str] | None = None) -> int:
             except Exception as exc:
                 redis, redis_error = None, str(exc)
                 _log(f"  redis row unavailable: {exc}")
-        bench = Bench(zk, redis, redis_error, params, _log)
+        curator_error = prepare_curator(args, results)
+        bench = Bench(zk, redis, redis_error, params, _log, curator_error)
         try:
             run_scenarios(bench, args.only, results)
         finally:
@@ -130,6 +136,39 @@ def main(argv: list[str] | None = None) -> int:
     print("\n" + headline, flush=True)
     _log(f"wrote {args.out / 'latest.md'} in {results['meta']['seconds']:.0f} s")
     return 0
+
+
+def prepare_curator(args: argparse.Namespace, results: dict[str, Any]) -> str | None:
+    """Install Curator and a JDK if missing, compile the worker, read its versions.
+
+    Returns why the Curator row cannot run, or None. Only the uncontended and hot-lock
+    scenarios have a Curator row; a run without them installs nothing."""
+    if args.no_curator:
+        return "skipped (--no-curator)"
+    if not {"uncontended", "hot"} & set(args.only):
+        return "not in the scenarios run"
+    started = time.monotonic()
+    try:
+        from interop import curator
+
+        curator.ensure_installed()
+        curator.compiled()
+        with curator.CuratorWorker() as jvm:
+            info = jvm.info()
+    except Exception as exc:
+        _log(f"  Curator row unavailable: {exc}")
+        return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    seconds = time.monotonic() - started
+    results["meta"]["curator"] = {
+        **info,
+        "setup_seconds": seconds,
+        "jvm_warmup": MODES[args.mode].jvm_warmup,
+    }
+    _log(
+        f"Curator {info.get('curator')} (ZooKeeper client {info.get('zookeeper')}, Java "
+        f"{info.get('java')}): checked, compiled and started in {seconds:.1f} s"
+    )
+    return None
 
 
 def run_scenarios(bench: Bench, only: list[str], results: dict[str, Any]) -> None:
@@ -159,8 +198,11 @@ def run_scenarios(bench: Bench, only: list[str], results: dict[str, Any]) -> Non
         def hot() -> dict[str, Any]:
             out: dict[str, Any] = {}
             for n in p.hot_ns:
-                with_redis = n == 8 or len(p.hot_ns) == 1
-                libs = ("zklocks", "kazoo", "redis") if with_redis else ("zklocks", "kazoo")
+                # The peers beyond kazoo (Curator: one JVM per process) at 8 processes only.
+                with_peers = n == 8 or len(p.hot_ns) == 1
+                libs = (
+                    ("zklocks", "kazoo", "curator", "redis") if with_peers else ("zklocks", "kazoo")
+                )
                 census = n == 8 or len(p.hot_ns) == 1
                 out[str(n)] = bench.contention(
                     "hot", libs, n, p.hot_rounds, p.hot_duration, "mutex", census=census

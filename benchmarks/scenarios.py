@@ -47,6 +47,7 @@ class Params:
     async_waiters: tuple[int, ...]
     async_budget: float
     profile_cycles: int
+    jvm_warmup: int  # unrecorded cycles a Curator JVM runs before its first timed one (JIT)
 
 
 MODES = {
@@ -72,6 +73,7 @@ MODES = {
         async_waiters=(2000, 10_000),
         async_budget=75.0,
         profile_cycles=2000,
+        jvm_warmup=4000,
     ),
     "quick": Params(
         rounds=3,
@@ -95,6 +97,7 @@ MODES = {
         async_waiters=(2000,),
         async_budget=20.0,
         profile_cycles=600,
+        jvm_warmup=3000,
     ),
     "smoke": Params(
         rounds=1,
@@ -118,10 +121,11 @@ MODES = {
         async_waiters=(50,),
         async_budget=5.0,
         profile_cycles=40,
+        jvm_warmup=20,
     ),
 }
 
-UNCONTENDED_LIBS = ("zklocks", "zklocks-unfair", "kazoo", "tooz", "redis")
+UNCONTENDED_LIBS = ("zklocks", "zklocks-unfair", "curator", "kazoo", "tooz", "redis")
 HERD_DESIGNS = ("zklocks", "kazoo", "one-node", "child-list")
 
 
@@ -145,8 +149,10 @@ class Bench:
         redis_error: str | None,
         params: Params,
         log: Callable[[str], None],
+        curator_error: str | None = None,
     ) -> None:
         self.zk = zk
+        self.curator_error = curator_error
         self.counters = ZkCounters(zk)
         self.redis = redis
         self.redis_error = redis_error
@@ -180,6 +186,8 @@ class Bench:
     def missing(self, lib: str) -> str | None:
         if lib == "redis" and self.redis is None:
             return f"missing: {self.redis_error}"
+        if lib == "curator" and self.curator_error is not None:
+            return f"missing: {self.curator_error}"
         if lib == "tooz":
             try:
                 import tooz.coordination  # noqa: F401
@@ -292,6 +300,7 @@ class Bench:
             cycles=cycles,
             warmup=10,
             redis_port=port,
+            jvm_warmup=self.params.jvm_warmup,
         )
         self.pool.expect(0, "sync")
         if proxy is not None:
@@ -432,6 +441,7 @@ class Bench:
                 kind=kind,
                 seed=r * 1000 + i,
                 redis_port=self.redis_port,
+                jvm_warmup=self.params.jvm_warmup,
                 **options,
             )
         self.pool.sync_all(workers)

@@ -65,11 +65,20 @@ def _sleep_until(instant: float) -> None:
 
 
 def uncontended(
-    ctl: Ctl, lib: str, hosts: str, path: str, cycles: int, warmup: int, redis_port: int | None
+    ctl: Ctl,
+    lib: str,
+    hosts: str,
+    path: str,
+    cycles: int,
+    warmup: int,
+    redis_port: int | None,
+    jvm_warmup: int = 0,
 ) -> dict[str, Any]:
-    conn = libs.connect(lib, hosts, redis_port)
+    conn = libs.connect(lib, hosts, redis_port, jvm_warmup=jvm_warmup)
     try:
         lock = conn.mutex(path)
+        if isinstance(lock, libs.CuratorHandle):
+            return _curator_uncontended(ctl, conn, lock, cycles, warmup)
         for _ in range(warmup):
             lock.acquire()
             lock.release()
@@ -89,6 +98,20 @@ def uncontended(
         conn.close()
 
 
+def _curator_uncontended(
+    ctl: Ctl, conn: libs.Connection, lock: libs.CuratorHandle, cycles: int, warmup: int
+) -> dict[str, Any]:
+    """The same cycle, timed inside the JVM (a pipe round trip per call would be ours)."""
+    assert isinstance(conn, libs.CuratorConnection)
+    lock.cycles(warmup)
+    ctl.sync("ready")
+    cpu0 = conn.cpu()
+    samples = lock.cycles(cycles)
+    used = conn.cpu() - cpu0
+    ctl.sync("done")
+    return {"samples": samples, "cpu": used, "transport": conn.transport()}
+
+
 # -- 2, 3. contention: one hot lock, read/write mix, semaphore ------------------------------
 
 
@@ -102,9 +125,14 @@ def contend(
     read_ratio: float = 0.8,
     permits: int = 3,
     redis_port: int | None = None,
+    jvm_warmup: int = 0,
 ) -> dict[str, Any]:
-    conn = libs.connect(lib, hosts, redis_port)
+    conn = libs.connect(lib, hosts, redis_port, jvm_warmup=jvm_warmup)
     try:
+        if isinstance(conn, libs.CuratorConnection):
+            if kind != "mutex":
+                raise ValueError(f"the Curator row has a mutex only, not {kind!r}")
+            return _curator_contend(ctl, conn, conn.mutex(path))
         if kind == "mutex":
             handles = [conn.mutex(path)]
         elif kind == "rw":
@@ -138,6 +166,25 @@ def contend(
         return {"acquired": acquired, "released": released, "kinds": kinds, "cpu": used}
     finally:
         conn.close()
+
+
+def _curator_contend(
+    ctl: Ctl, conn: libs.CuratorConnection, lock: libs.CuratorHandle
+) -> dict[str, Any]:
+    """The contention loop run inside the JVM; its instants come back on our clock."""
+    lock.acquire()  # creates the lock path; contended, but outside the window
+    lock.release()
+    go = ctl.sync("ready")
+    cpu0 = conn.cpu()
+    events = lock.contend(go["start"], go["end"])  # the JVM waits for the start itself
+    used = conn.cpu() - cpu0
+    ctl.sync("done")
+    return {
+        "acquired": [acquired for acquired, _ in events],
+        "released": [releasing for _, releasing in events],
+        "kinds": [0] * len(events),
+        "cpu": used,
+    }
 
 
 # -- 4a. a long queue drained --------------------------------------------------------------

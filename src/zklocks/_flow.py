@@ -21,13 +21,18 @@ Queued kinds (fair lock, read, write, semaphore lease):
    (``_check_directory``; docs/security.md).
 2. **Decide.** The strategy for our kind (``zklocks._strategies``) says granted, or which
    earlier nodes block us. Sequence numbers are integers ordered across the 32-bit wrap.
-3. **Wait.** Watch the blockers (exists-watches) and wait, with what remains of the one
+3. **Wait.** Watch the blockers (getData-watches) and wait, with what remains of the one
    deadline of the call, until one is *deleted*. Never trust a wake-up: decide again with
    the deleted node removed; every rule is monotone, so a grant on that smaller queue is
-   a real grant while our node exists, i.e. while the session that made it lives (a
-   waiter second in line takes over with no extra request). Otherwise list the children
-   again and decide afresh. If our own node is gone from the listing
-   (session expired, or someone deleted it) start over from 1.
+   a real grant *if our node still exists*. A wake-up does not say so: another client
+   (an operator, a clean-up script) may have deleted our node while we waited, and the
+   contender behind us then re-listed and now waits for the same blocker. So a grant
+   always rests on a reply that shows our node: the listing that decided it, or, for a
+   waiter that takes over on its blocker's deletion, one ``exists`` of our own node
+   (etcd's rule: re-read your own key after every wake). Otherwise list the children
+   again and decide afresh. If our own node is gone (session expired: start over from
+   1; someone deleted it: log a warning and join the line again at the back, within
+   the same deadline).
 4. **Every way out deletes our node**: timeout, a non-blocking miss, a refusal, an error,
    KeyboardInterrupt, task cancellation. If the create was in flight and its fate is
    unknown, find our node by attempt token and delete it. Cleanup requests carry no
@@ -35,8 +40,15 @@ Queued kinds (fair lock, read, write, semaphore lease):
    would block everyone), and a session expiry means the server has removed it already.
 
 One-node exclusive lock (``fair=False``, seed 000): create the ephemeral node ``lock``
-(its data names our attempt); if it exists, watch it and retry when it is deleted. One
-round trip uncontended; unfair by design (whoever creates first after a release wins).
+(its data names our attempt), pipelined with ``getChildren`` of the lock path; if it
+exists, watch it and retry when it is deleted. One round trip uncontended; unfair by
+design (whoever creates first after a release wins). Queued contenders treat ``lock``
+as the head of their line, so they wait for a one-node holder; but a one-node acquirer
+cannot be seen by a queued contender that already holds. So the listing taken *after*
+our create decides: if it shows any queued contender (fair lock, reader, writer,
+semaphore lease), we delete our ``lock`` again and refuse with ``InvalidArgument``.
+Either the queued contender's listing came after our create (it waits for ``lock``) or
+our listing shows it: never both holding.
 
 The fencing token of a grant is our node's creation zxid: ZooKeeper's global, strictly
 increasing transaction id, so a later holder of the same path always has a larger one.
@@ -44,6 +56,7 @@ increasing transaction id, so a later holder of the same path always has a large
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias, TypeVar
@@ -84,6 +97,7 @@ from zklocks._strategies import Granted, Refused, WaitFor, decide
 
 Flow: TypeAlias = Generator[Op, Any, Any]
 T = TypeVar("T")
+log = logging.getLogger("zklocks.lock")
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,7 +153,9 @@ def release(node: str, token: int, owner: int = 0) -> Generator[Op, Any, bool]:
     *next* holder's. So it is deleted only while it is ours: on the first attempt, while
     our session is still ``owner`` (the session that created it; a local check); after a
     lost reply, or with the owner unknown, while its creation zxid is our token and its
-    owner our session (read from the server before every attempt).
+    owner our session (read from the server before every attempt). Callers pass
+    ``owner=0`` once the lease is lost: another client may have deleted our node, and
+    the ``lock`` there now is someone else's though our session lives.
     """
     if node.rsplit("/", 1)[1] == _nodes.SINGLE_NODE:
         return (yield from _shielded(_delete_single_node(node, token=token, owner=owner)))
@@ -248,7 +264,7 @@ def _wait_in_line(
     attempt.children = []
     while True:
         if line is None:
-            return _START_OVER  # our node vanished: session expired or someone deleted it
+            return (yield from _rejoin(spec, created))
         decision = decide(me, line)
         if isinstance(decision, Granted):
             attempt.node = None  # it is the caller's now; nothing to clean up
@@ -267,14 +283,46 @@ def _wait_in_line(
         if gone is None:
             return _START_OVER
         if gone in takeover:
-            # Granted on the line we had, if our node is still there: it is while the
-            # session that made it lives (a paused waiter may see a buffered deletion
-            # before it learns that its session expired meanwhile).
-            if (yield SessionId()) != created.stat.ephemeral_owner:
-                return _START_OVER
+            # Granted on the line we had, if our node is still there: ask the server.
+            # Neither the wake-up nor our session proves it (someone may have deleted
+            # our node; a paused waiter may see a buffered deletion before it learns
+            # that its session expired meanwhile).
+            if not (yield from _still_exists(spec, created)):
+                return (yield from _rejoin(spec, created))
             attempt.node = None
             return granted
         line = _nodes.line_up_to(me, (yield from _list(spec)))
+
+
+def _still_exists(spec: AcquireSpec, created: Created) -> Generator[Op, Any, bool]:
+    """Does our node exist now, the one we created? (What a takeover grant rests on.)"""
+    while True:
+        stat = yield Exists(created.path, deadline=spec.deadline)
+        if isinstance(stat, Stat):
+            return stat.czxid == created.stat.czxid
+        if stat is None or isinstance(stat, SessionExpiredError):
+            return False
+        if stat is TIMED_OUT:
+            raise LockTimeout(f"timed out waiting for a connection to lock {spec.path}")
+        if not isinstance(stat, ConnectionLossError):
+            raise _unexpected(stat, spec.path)
+
+
+def _rejoin(spec: AcquireSpec, created: Created) -> Generator[Op, Any, object]:
+    """Our node is gone: start over, at the back of the line, within the same deadline.
+
+    With our session gone too, the server removed it (nothing to say). With the same
+    session, another client deleted it (an operator, a clean-up script): say so, as our
+    place in line is lost and the contender behind us has moved up.
+    """
+    if (yield SessionId()) == created.stat.ephemeral_owner:
+        log.warning(
+            "%s: our node %s was deleted by another client while we waited; "
+            "joining the line again at the back",
+            spec.path,
+            created.path.rsplit("/", 1)[1],
+        )
+    return _START_OVER
 
 
 def _granted_without(me: _nodes.NodeName, line: list[_nodes.NodeName], name: str) -> bool:
@@ -318,57 +366,65 @@ def _list(spec: AcquireSpec) -> Generator[Op, Any, list[str]]:
 
 def _acquire_single_node(spec: AcquireSpec) -> Generator[Op, Any, Acquired | None]:
     node = f"{spec.path}/{_nodes.SINGLE_NODE}"
-    attempt = _Attempt()
     create = Create(node, spec.data, ephemeral=True, deadline=spec.deadline, acl=spec.node_acl)
-    directory_acl = GetACL(spec.path, deadline=spec.deadline)
+    listing = GetChildren(spec.path, deadline=spec.deadline)
+    requests: tuple[Create | GetChildren | GetACL, ...] = (create, listing)
+    if spec.acl is not None:  # the directory's ACL, read in the same round trip
+        requests += (GetACL(spec.path, deadline=spec.deadline),)
+    attempt = _Attempt()
+    ours: Acquired | None = None  # our node exists, not yet checked against the queue
     try:
         while True:
             attempt.create_in_flight = True
-            if spec.acl is None:
-                created, directory = (yield create), None
-            else:  # the directory's ACL, read in the same round trip
-                created, directory = yield Pipeline((create, directory_acl))
+            replies = yield Pipeline(requests)
+            created, children = replies[0], replies[1]
+            directory = replies[2] if spec.acl is not None else None
             attempt.create_in_flight = False
             if isinstance(created, Created):
-                acquired = Acquired(node, created.stat.czxid, created.stat.ephemeral_owner)
-                return (yield from _checked_single_node(spec, acquired, directory))
-            if created is TIMED_OUT:
+                ours = Acquired(node, created.stat.czxid, created.stat.ephemeral_owner)
+            elif created is TIMED_OUT:
                 raise LockTimeout(f"timed out waiting for a connection to lock {spec.path}")
-            if isinstance(created, NoNodeError):
+            elif isinstance(created, NoNodeError):
                 yield from _create_parents(spec)
                 continue
-            if isinstance(created, ConnectionLossError):
+            elif isinstance(created, ConnectionLossError):
                 attempt.create_in_flight = True
                 owned = yield from _single_node_stat(node, attempt=spec.attempt)
                 attempt.create_in_flight = False
-                if owned is not None:
-                    acquired = Acquired(node, owned.czxid, owned.ephemeral_owner)
-                    return (yield from _checked_single_node(spec, acquired, None))
+                if owned is None:
+                    continue
+                ours = Acquired(node, owned.czxid, owned.ephemeral_owner)
+                children = yield from _list(spec)
+                directory = None  # read it again below
+            elif isinstance(created, SessionExpiredError):
                 continue
-            if isinstance(created, SessionExpiredError):
-                continue
-            if not isinstance(created, NodeExistsError):
+            elif not isinstance(created, NodeExistsError):
                 raise _unexpected(created, spec.path, "create")
+            if not isinstance(children, list):
+                children = yield from _list(spec)
+            if any(not name.single for name in _nodes.queue(children)):
+                raise InvalidArgument(
+                    f"{spec.path}: this path is used both as a one-node lock (fair=False) "
+                    "and by queued contenders (a fair lock, a read/write lock or a "
+                    "semaphore); use one kind of lock per path"
+                )
+            if ours is not None:
+                if _nodes.SINGLE_NODE in children:
+                    if spec.acl is not None:  # raises; our node is deleted on the way out
+                        yield from _check_directory(spec, spec.acl, directory, ours.node)
+                    acquired, ours = ours, None
+                    return acquired
+                ours = None  # gone already (session expired, or deleted): try again
+                continue
             if not spec.blocking:
                 return None
             yield from _await_deletion(spec, WaitFor((_nodes.SINGLE_NODE,)))
     except BaseException:
-        if attempt.create_in_flight:
+        if ours is not None:
+            yield from _shielded(_delete_single_node(node, token=ours.token))
+        elif attempt.create_in_flight:
             yield from _shielded(_delete_single_node(node, attempt=spec.attempt))
         raise
-
-
-def _checked_single_node(
-    spec: AcquireSpec, acquired: Acquired, directory: Any
-) -> Generator[Op, Any, Acquired]:
-    """The grant, once the directory's ACL passed (else our node is deleted first)."""
-    if spec.acl is not None:
-        try:
-            yield from _check_directory(spec, spec.acl, directory, acquired.node)
-        except BaseException:
-            yield from _shielded(release(acquired.node, acquired.token, acquired.owner))
-            raise
-    return acquired
 
 
 def _single_node_stat(

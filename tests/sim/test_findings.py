@@ -50,7 +50,7 @@ def check(issue_name: str, seed: int, plan: str, options: Options = ALL) -> None
         (280, "expire:client=0,at=0.049"),
         # c0's release Delete is applied but the reply is lost; c3 takes the lock; c0's
         # retried Delete deletes c3's node.
-        (684, "drop:client=0,request=3,applied=1,outage=0.146"),
+        (684, "drop:client=0,request=5,applied=1,outage=0.146"),
     ],
 )
 def test_one_node_lock_release_never_deletes_another_holders_node(seed: int, plan: str) -> None:

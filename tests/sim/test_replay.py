@@ -100,7 +100,7 @@ def test_random_plans_are_drawn_from_their_seed() -> None:
     assert one == two
     assert plan_for(123) == plan_for(123)
     kinds = {type(f) for seed in range(300) for f in plan_for(seed)}
-    assert len(kinds) == 7
+    assert len(kinds) == 8  # every kind of fault, DeleteNode included
 
 
 def test_a_failure_names_seed_plan_and_replay_command() -> None:

@@ -14,7 +14,7 @@ from zklocks.sim import FAMILIES, KNOWN_ISSUES, explore
 SCHEDULES = 10_000
 
 
-@pytest.mark.timeout(120)  # the budget: under two minutes, with room for a slower machine
+@pytest.mark.timeout(600)  # a hang guard only: ~20 s on an idle machine, minutes under heavy load
 def test_ten_thousand_schedules_keep_every_invariant() -> None:
     stats = explore(range(SCHEDULES), known=KNOWN_ISSUES)
     print(stats.summary())
@@ -30,10 +30,12 @@ def test_ten_thousand_schedules_keep_every_invariant() -> None:
         "Pause",
         "Interrupt",
         "SweepContainers",
+        "DeleteNode",
     }
     assert min(stats.faults_fired.values()) > 100
     # and every way out of acquire is exercised
-    assert set(stats.outcomes) == {"granted", "missed", "timed out", "interrupted"}
+    # ("refused": a one-node lock on a path with queued contenders, in mixed scenarios)
+    assert set(stats.outcomes) == {"granted", "missed", "timed out", "interrupted", "refused"}
     assert stats.outcomes["granted"] > 4 * SCHEDULES
     # known issues stay rare: a burst of them means a new bug hides behind a known pattern
     assert sum(stats.known.values()) < SCHEDULES / 200

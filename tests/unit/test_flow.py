@@ -104,12 +104,14 @@ def test_waiter_watches_only_its_predecessor_and_takes_over_without_relisting() 
     assert s.done and isinstance(s.result, Acquired)
 
 
-def test_second_in_line_holds_after_its_predecessor_goes_with_no_extra_request() -> None:
+def test_second_in_line_holds_after_its_predecessor_goes_once_our_node_is_shown() -> None:
     s = Stepper(acquire(spec()))
     s.expect(Pipeline, (created(mine(2)), [theirs(1), mine(2)]))
     s.expect(AwaitDeletion, Gone(f"{PATH}/{theirs(1)}"))
-    s.expect(SessionId, SESSION)  # answered locally: our node lives with our session
-    assert s.done and isinstance(s.result, Acquired)
+    # no re-listing: one exists of our own node is the grant's proof
+    op = s.expect(Exists, Stat(czxid=100, ephemeral_owner=SESSION))
+    assert op.path == f"{PATH}/{mine(2)}"
+    assert s.done and s.result == Acquired(f"{PATH}/{mine(2)}", 100, SESSION)
 
 
 def test_a_stale_line_grants_nothing_once_our_session_has_changed() -> None:
@@ -118,9 +120,52 @@ def test_a_stale_line_grants_nothing_once_our_session_has_changed() -> None:
     s = Stepper(acquire(spec()))
     s.expect(Pipeline, (created(mine(2)), [theirs(1), mine(2)]))
     s.expect(AwaitDeletion, Gone(f"{PATH}/{theirs(1)}"))
-    s.expect(SessionId, SESSION + 1)  # a new session: our node went with the old one
+    s.expect(Exists, SessionExpiredError())  # our node went with the old session
+    s.expect(SessionId, SESSION + 1)
     s.expect(Pipeline, (created(mine(3), czxid=120), [mine(3)]))
     assert s.done and s.result == Acquired(f"{PATH}/{mine(3)}", 120, SESSION)
+
+
+def test_a_waiter_whose_node_was_deleted_joins_the_line_again_with_a_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Issue 11, item 1: H holds, we wait on H, C waits on us; someone deletes our node
+    (C re-lists and waits on H). H's deletion must not grant us: our node is gone."""
+    deadline = 1234.5
+    s = Stepper(acquire(spec(deadline=deadline)))
+    s.expect(Pipeline, (created(mine(2)), [theirs(1), mine(2)]))
+    s.expect(AwaitDeletion, Gone(f"{PATH}/{theirs(1)}"))
+    s.expect(Exists, None)  # deleted by another client
+    with caplog.at_level("WARNING", logger="zklocks.lock"):
+        s.expect(SessionId, SESSION)  # same session: not an expiry
+    assert "was deleted by another client" in caplog.text and mine(2) in caplog.text
+    # at the back of the line, behind C, with the same deadline
+    op = s.expect(Pipeline, (created(mine(4)), [theirs(3), mine(4)]))
+    assert op.requests[0].deadline == deadline
+    op = s.expect(AwaitDeletion, Gone(f"{PATH}/{theirs(3)}"))
+    assert op.nodes == (f"{PATH}/{theirs(3)}",) and op.deadline == deadline
+    s.expect(Exists, Stat(czxid=100, ephemeral_owner=SESSION))
+    assert s.done and s.result.node == f"{PATH}/{mine(4)}"
+
+
+def test_a_takeover_check_lost_to_a_dropped_connection_is_asked_again() -> None:
+    s = Stepper(acquire(spec()))
+    s.expect(Pipeline, (created(mine(2)), [theirs(1), mine(2)]))
+    s.expect(AwaitDeletion, Gone(f"{PATH}/{theirs(1)}"))
+    s.expect(Exists, ConnectionLossError())
+    s.expect(Exists, Stat(czxid=100, ephemeral_owner=SESSION))
+    assert s.done and isinstance(s.result, Acquired)
+
+
+def test_a_takeover_check_past_the_deadline_times_out_and_deletes_our_node() -> None:
+    s = Stepper(acquire(spec(deadline=5.0)))
+    s.expect(Pipeline, (created(mine(2)), [theirs(1), mine(2)]))
+    s.expect(AwaitDeletion, Gone(f"{PATH}/{theirs(1)}"))
+    s.expect(Exists, TIMED_OUT)
+    delete = s.op
+    assert isinstance(delete, Delete) and delete.path == f"{PATH}/{mine(2)}"
+    with pytest.raises(LockTimeout):
+        s.flow.send(None)
 
 
 def test_timeout_deletes_then_raises() -> None:
@@ -222,6 +267,7 @@ def test_our_node_vanishing_from_the_listing_starts_over() -> None:
     s.expect(Pipeline, (created(mine(3)), [theirs(1), theirs(2), mine(3)]))
     s.expect(AwaitDeletion, Gone(f"{PATH}/{theirs(2)}"))
     s.expect(GetChildren, [theirs(1)])  # someone deleted our node
+    s.expect(SessionId, SESSION)
     s.expect(Pipeline, (created(mine(4)), [mine(4)]))
     assert s.done
 
@@ -239,37 +285,67 @@ def test_semaphore_refusal_deletes_our_node_and_raises() -> None:
         flow.send(None)
 
 
-def test_single_node_lock_uncontended_is_one_request() -> None:
+def test_single_node_lock_uncontended_is_one_round_trip() -> None:
     s = Stepper(acquire(spec(fair=False)))
-    op = s.expect(Create, created("lock", czxid=50))
-    assert op.path == f"{PATH}/lock" and not op.sequential and op.ephemeral
+    op = s.expect(Pipeline, (created("lock", czxid=50), ["lock", "foreign"]))
+    create, listing = op.requests
+    assert create.path == f"{PATH}/lock" and not create.sequential and create.ephemeral
+    assert isinstance(listing, GetChildren) and listing.path == PATH
     assert s.done and s.result == Acquired(f"{PATH}/lock", 50, SESSION)
 
 
 def test_single_node_lock_waits_for_deletion_then_retries() -> None:
     s = Stepper(acquire(spec(fair=False)))
-    s.expect(Create, NodeExistsError())
+    s.expect(Pipeline, (NodeExistsError(), ["lock"]))
     op = s.expect(AwaitDeletion, Gone(f"{PATH}/lock"))
     assert op.nodes == (f"{PATH}/lock",)
-    s.expect(Create, created("lock", czxid=60))
+    s.expect(Pipeline, (created("lock", czxid=60), ["lock"]))
     assert s.done and s.result.token == 60
 
 
 def test_single_node_lock_adopts_after_connection_loss_only_if_ours() -> None:
     data = _nodes.encode_payload(_nodes.Payload("me", attempt=ATTEMPT))
     s = Stepper(acquire(spec(fair=False)))
-    s.expect(Create, ConnectionLossError())
+    s.expect(Pipeline, (ConnectionLossError(), ConnectionLossError()))
     s.expect(GetData, NodeData(data, Stat(czxid=70, ephemeral_owner=SESSION)))
     s.expect(SessionId, SESSION)
+    s.expect(GetChildren, ["lock"])  # no queued contender either
     assert s.done and s.result.token == 70
 
     foreign = _nodes.encode_payload(_nodes.Payload("them", attempt=OTHER))
     s = Stepper(acquire(spec(fair=False, blocking=False)))
-    s.expect(Create, ConnectionLossError())
+    s.expect(Pipeline, (ConnectionLossError(), ConnectionLossError()))
     s.expect(GetData, NodeData(foreign, Stat(czxid=70, ephemeral_owner=SESSION)))
     s.expect(SessionId, SESSION)
-    s.expect(Create, NodeExistsError())
+    s.expect(Pipeline, (NodeExistsError(), ["lock"]))
     assert s.done and s.result is None
+
+
+def test_single_node_lock_beside_a_queued_contender_deletes_its_node_and_refuses() -> None:
+    """Issue 11, item 4: a fair holder is there; the one-node lock must not barge in."""
+    s = Stepper(acquire(spec(fair=False)))
+    s.expect(Pipeline, (created("lock", czxid=80), ["lock", theirs(1)]))
+    # our node is deleted only while it is still ours (read it first)
+    s.expect(GetData, NodeData(b"d", Stat(czxid=80, ephemeral_owner=SESSION)))
+    s.expect(SessionId, SESSION)
+    delete = s.op
+    assert isinstance(delete, Delete) and delete.path == f"{PATH}/lock"
+    with pytest.raises(InvalidArgument, match="one-node lock"):
+        s.flow.send(None)
+
+
+def test_single_node_lock_refuses_a_path_with_queued_contenders_even_while_waiting() -> None:
+    for blocking in (True, False):
+        s = Stepper(acquire(spec(fair=False, blocking=blocking)))
+        with pytest.raises(InvalidArgument, match="queued contenders"):
+            s.expect(Pipeline, (NodeExistsError(), ["lock", theirs(1, "read")]))
+
+
+def test_single_node_lock_whose_node_vanished_before_the_listing_tries_again() -> None:
+    s = Stepper(acquire(spec(fair=False)))
+    s.expect(Pipeline, (created("lock", czxid=80), []))
+    s.expect(Pipeline, (created("lock", czxid=90), ["lock"]))
+    assert s.done and s.result.token == 90
 
 
 def test_release_reports_whether_the_node_was_there() -> None:

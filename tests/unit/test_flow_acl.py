@@ -18,7 +18,9 @@ from zklocks._ops import (
     Delete,
     GetACL,
     GetChildren,
+    GetData,
     NodeACL,
+    NodeData,
     Pipeline,
     SessionId,
     Stat,
@@ -107,9 +109,11 @@ def test_an_identity_the_server_added_is_learnt_from_our_own_node() -> None:
 
 def test_one_node_lock_checks_too_and_releases_when_refused() -> None:
     s = Stepper(acquire(spec(acl=POLICY, fair=False)))
-    s.expect(Pipeline, (created("lock"), OPEN))
+    op = s.expect(Pipeline, (created("lock", czxid=9), ["lock"], OPEN))
+    assert isinstance(op.requests[2], GetACL)
     s.expect(GetACL, OURS)
-    s.expect(SessionId, SESSION)  # release: still our session's node?
+    s.expect(GetData, NodeData(b"", Stat(czxid=9, ephemeral_owner=SESSION)))  # still ours?
+    s.expect(SessionId, SESSION)
     with pytest.raises(zklocks.AccessDenied):
         s.expect(Delete, None)
 

@@ -83,10 +83,13 @@ class AsyncLock(LockCore[AsyncLease]):
             await self._give_up(lease)
 
     async def _give_up(self, lease: AsyncLease) -> None:
+        # once lost (our node deleted by someone, say), whoever holds ``lock`` now may
+        # not be us: the one-node release then reads the node before deleting it
+        owner = 0 if lease.lost else lease.owner
         lease.end()
         session = self._client._session_or_none()
         if session is not None:
-            await driver.run(_flow.release(lease.node, lease.token, lease.owner), session)
+            await driver.run(_flow.release(lease.node, lease.token, owner), session)
 
     async def contenders(self) -> list[Contender]:
         """Every contender under the path: holders first, then waiters in line order."""

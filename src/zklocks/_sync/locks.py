@@ -82,10 +82,13 @@ class Lock(LockCore[Lease]):
             self._give_up(lease)
 
     def _give_up(self, lease: Lease) -> None:
+        # once lost (our node deleted by someone, say), whoever holds ``lock`` now may
+        # not be us: the one-node release then reads the node before deleting it
+        owner = 0 if lease.lost else lease.owner
         lease.end()
         session = self._client._session_or_none()
         if session is not None:
-            driver.run(_flow.release(lease.node, lease.token, lease.owner), session)
+            driver.run(_flow.release(lease.node, lease.token, owner), session)
 
     def contenders(self) -> list[Contender]:
         """Every contender under the path: holders first, then waiters in line order."""

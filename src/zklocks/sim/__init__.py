@@ -7,6 +7,7 @@ step; print a failing seed with its plan so it replays exactly. See docs/simulat
 
 from zklocks.sim.faults import (
     DelayWatch,
+    DeleteNode,
     DropRequest,
     ExpireSession,
     Fault,
@@ -44,6 +45,7 @@ __all__ = [
     "KNOWN_ISSUES",
     "ClientWatches",
     "DelayWatch",
+    "DeleteNode",
     "DropRequest",
     "ExpireSession",
     "ExploreStats",

@@ -24,6 +24,7 @@ from zklocks.sim.runner import (
     SimulationFailure,
     explore_chunk,
     plan_for,
+    quiet_simulated_clients,
     replay,
 )
 from zklocks.sim.scenario import FAMILIES
@@ -32,6 +33,7 @@ CHUNK = 500
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    quiet_simulated_clients()
     parser = argparse.ArgumentParser(prog="python -m zklocks.sim", description=__doc__)
     parser.add_argument("--schedules", type=int, default=10_000, help="how many seeds to run")
     parser.add_argument("--start", type=int, default=0, help="first seed")

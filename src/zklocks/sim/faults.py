@@ -13,6 +13,8 @@ server sent it from 0; ``at`` is virtual time in seconds.
 Text form (``format_plan`` / ``parse_plan``), faults separated by ``;``::
 
     drop:client=1,request=4,applied=1,outage=0.3; pause:client=0,at=0.2,duration=4.0
+
+``delete:client=2,at=0.4`` is another client deleting client 2's contender node.
 """
 
 from __future__ import annotations
@@ -92,8 +94,28 @@ class SweepContainers:
     at: float
 
 
+@dataclass(frozen=True, slots=True)
+class DeleteNode:
+    """At ``at`` another client (an operator, a clean-up script) deletes the node of
+    ``client``'s acquire in progress (a queued waiter's node) or of the lease it holds.
+
+    Fires only if that client has such a node then; a one-node acquirer that does not
+    hold has none.
+    """
+
+    client: int
+    at: float
+
+
 Fault: TypeAlias = (
-    DropRequest | ExpireSession | DelayWatch | ReorderWatch | Pause | Interrupt | SweepContainers
+    DropRequest
+    | ExpireSession
+    | DelayWatch
+    | ReorderWatch
+    | Pause
+    | Interrupt
+    | SweepContainers
+    | DeleteNode
 )
 FaultPlan: TypeAlias = tuple[Fault, ...]
 
@@ -105,6 +127,7 @@ _KINDS: dict[str, type[Fault]] = {
     "pause": Pause,
     "interrupt": Interrupt,
     "sweep": SweepContainers,
+    "delete": DeleteNode,
 }
 _NAMES = {cls: name for name, cls in _KINDS.items()}
 
@@ -179,7 +202,15 @@ def random_plan(
             plan.append(Interrupt(client, rng.randrange(12), rng.random() < 0.5))
         else:
             plan.append(SweepContainers(_r(rng.uniform(0.0, horizon))))
+    # drawn after the others, so that adding this kind left every other seed's faults
+    # as they were
+    if rng.random() < DELETE_NODE_SHARE:
+        plan.append(DeleteNode(rng.randrange(clients), _r(rng.uniform(0.0, horizon))))
     return tuple(plan)
+
+
+DELETE_NODE_SHARE = 0.25
+"""How many random plans get a ``DeleteNode`` (on top of their other faults)."""
 
 
 def _r(value: float) -> float:

@@ -5,28 +5,33 @@ strategy planted into the flows cannot vouch for itself) and the model's ground 
 
 After every step
   * **Holders**: among holders whose lease is not lost, never two exclusive holders
-    (fair or one-node lock), no reader beside a writer, at most N semaphore holders.
-    A lease is lost by the clock rule (``Lease.check``: last answered request *sent* +
-    session timeout), by a loss notice (our node deleted, session expired), or — the one
-    exemption — its session was expired by the plan's ``ExpireSession`` fault, which no
-    client can foresee (the client is told as soon as it reconnects; checked at the end).
+    (fair or one-node lock, or both on one path), no reader beside a writer, at most N
+    semaphore holders. A lease is lost by the clock rule (``Lease.check``: last answered
+    request *sent* + session timeout), by a loss notice (our node deleted, session
+    expired), or — the two exemptions — its session was expired by the plan's
+    ``ExpireSession`` fault or its node deleted by the plan's ``DeleteNode``, which no
+    client can foresee (the client must then be told: "loss is told", below).
   * **No missed wake-up**: a waiter blocked on ``AwaitDeletion(nodes)`` while all of
     ``nodes`` still exist must not be eligible by the true rule on the server's queue.
     That is the strategies' contract ("may not hold while all of nodes exist"), and a
     waiter that breaks it sleeps while it could hold (Curator's old semaphore bug).
 
 When an acquire ends
-  * **Granted**: the node is ours, in our session, the true rule grants it on the
-    server's queue now (grants are real and FIFO), and the fencing token is its creation
-    zxid, larger than every earlier exclusive holder's (and for a writer, every earlier
-    holder's) — unless the lease is already lost.
+  * **A grant's node exists at the grant**: the node is there, ours (our session, our
+    token = its creation zxid), with no exemption: a grant must rest on a reply that
+    shows our node, never on a wake-up alone (a waiter's node may have been deleted by
+    someone else, or gone with its session).
+  * **Granted**: the true rule grants it on the server's queue now (grants are real and
+    FIFO), and the fencing token is larger than every earlier exclusive holder's (and
+    for a writer, every earlier holder's) — unless the lease is already lost.
   * **Any other way out** (timeout, non-blocking miss, interrupt) leaves no node of that
     attempt behind; a timeout only after its deadline; a miss only when non-blocking; any
     other exception is a violation.
 
   * **Loss is told**: a holder whose node is gone (session expired, or deleted by
-    someone) and who is connected, running, with no notification still on its way, must
-    already see its lease lost: a notice cannot be missed.
+    someone) and who is connected, running, with no notification still on its way (nor
+    the lease keeper's deferred watch on its node, ``NODE_WATCH_DELAY`` after the
+    grant), must already see its lease lost: a notice cannot be missed.
 
 When a holder releases
   * if its session expired of silence (the server heard nothing for a session timeout),
@@ -83,7 +88,9 @@ class Checker:
             holding = client.holding
             if holding is None:
                 continue
-            if not holding.lease.lost and holding.session_id not in sim.force_expired:
+            if holding.lease.lost or holding.session_id in sim.force_expired:
+                continue
+            if (holding.node, holding.token) not in sim.force_deleted:
                 live.append(holding)
         if len(live) > 1:
             self._check_holders(live)
@@ -96,7 +103,7 @@ class Checker:
 
     def _check_holders(self, live: list[Holding]) -> None:
         family = self.scenario.family
-        if family in ("mutex", "single"):
+        if family in ("mutex", "single", "mixed"):
             trouble = "two non-lost exclusive holders"
         elif family == "rw":
             if not any(h.kind == "write" for h in live):
@@ -121,6 +128,8 @@ class Checker:
         """A holder whose node vanished is told as soon as nothing more is on its way."""
         if not self.vanished(holding) or client.inbox or client.pending_watches:
             return
+        if client.next_timer() is not None:
+            return  # the keeper's watch on our node is set NODE_WATCH_DELAY after a grant
         if client.connected and client.paused_until <= self.sim.now:
             raise Violation(
                 f"{client}'s node {holding.node} is gone, nothing is on its way to it, and "
@@ -151,16 +160,16 @@ class Checker:
         node = sim.model.nodes.get(holding.node)
         lost = holding.lease.lost or holding.session_id in sim.force_expired
         if node is None or node.ephemeral_owner != holding.session_id:
-            if not lost:
-                raise Violation(
-                    f"{client} was granted {holding.node}, which is not its node in session "
-                    f"{holding.session_id:#x}, and its lease is not lost"
-                )
-            return
+            whose = "gone" if node is None else f"owned by session {node.ephemeral_owner:#x}"
+            raise Violation(
+                f"a grant's node does not exist at the grant: {client} was granted "
+                f"{holding.node} in session {holding.session_id:#x}, but the node is {whose}"
+                f"{' (its lease already says lost)' if lost else ''}"
+            )
         if holding.token != node.czxid:
             raise Violation(f"{client}: token {holding.token} is not czxid {node.czxid}")
-        if self.scenario.fair:
-            line = self.queue()
+        if spec.fair:
+            line = self._line_of_claims()
             name = holding.node.rsplit("/", 1)[1]
             me = next(n for n in line if n.name == name)
             if not isinstance(decide(me, line), Granted):
@@ -185,6 +194,24 @@ class Checker:
             self.top_exclusive_token = max(self.top_exclusive_token, holding.token)
         self.top_token = max(self.top_token, holding.token)
 
+    def _line_of_claims(self) -> list[_nodes.NodeName]:
+        """The server's line, less a one-node ``lock`` that nobody holds.
+
+        On a mixed path, a one-node acquirer's ``lock`` exists between its create and
+        its refusal (its listing, taken after the create, shows the queued contender):
+        it never holds, so it is ahead of no one.
+        """
+        line = self.queue()
+        if self.scenario.family != "mixed" or not line or not line[0].single:
+            return line
+        single = f"{self.scenario.path}/{_nodes.SINGLE_NODE}"
+        node = self.sim.model.nodes[single]
+        for client in self.sim.clients:
+            holding = client.holding
+            if holding is not None and holding.node == single and holding.token == node.czxid:
+                return line
+        return line[1:]
+
     def after_exit(self, client: SimClient, spec: AcquireSpec, result: str) -> None:
         sim = self.sim
         if result == "timed out" and (spec.deadline is None or sim.now < spec.deadline):
@@ -197,7 +224,7 @@ class Checker:
             raise Violation(f"{client}: acquire ended ({how}) but left {left} behind")
 
     def _nodes_of_attempt(self, spec: AcquireSpec) -> list[str]:
-        if self.scenario.fair:
+        if spec.fair:
             return [n.name for n in self.queue() if n.attempt == spec.attempt]
         node = self.sim.model.nodes.get(f"{spec.path}/{_nodes.SINGLE_NODE}")
         if node is not None and _nodes.decode_payload(node.data).attempt == spec.attempt:

@@ -9,6 +9,7 @@ simulator itself is not deterministic and says so).
 
 from __future__ import annotations
 
+import logging
 import random
 import re
 import time
@@ -19,7 +20,7 @@ from dataclasses import dataclass, field
 from zklocks.sim.faults import FaultPlan, format_plan, random_plan
 from zklocks.sim.invariants import Violation
 from zklocks.sim.scenario import FAMILIES, scenario_for
-from zklocks.sim.scheduler import DecideFn, Outcome, Simulation, patched_decide
+from zklocks.sim.scheduler import AcquireFn, DecideFn, Outcome, Simulation, patched_decide
 
 TRACE_TAIL = 40
 
@@ -195,15 +196,19 @@ def replay(
     decide: DecideFn | None = None,
     trace: bool = False,
     options: Options = DEFAULT,
+    acquire: AcquireFn | None = None,
 ) -> RunResult:
-    """Run one schedule exactly as ``seed`` and ``plan`` say; ``SimulationFailure`` if bad."""
+    """Run one schedule exactly as ``seed`` and ``plan`` say; ``SimulationFailure`` if bad.
+
+    ``decide`` and ``acquire`` replace the strategy or the acquire flow (to plant a bug).
+    """
     try:
-        return _run(seed, plan, decide, trace, options)
+        return _run(seed, plan, decide, trace, options, acquire)
     except Violation as violation:
         traced = getattr(violation, "trace", None)
         if traced is None:  # run it again, tracing, for the failure's message
             try:
-                _run(seed, plan, decide, True, options)
+                _run(seed, plan, decide, True, options, acquire)
             except Violation as again:
                 if str(again) != str(violation):
                     raise AssertionError(
@@ -224,15 +229,22 @@ def run(
     decide: DecideFn | None = None,
     trace: bool = False,
     options: Options = DEFAULT,
+    acquire: AcquireFn | None = None,
 ) -> RunResult:
     """One schedule with the fault plan the seed draws."""
-    return replay(seed, plan_for(seed, options), decide=decide, trace=trace, options=options)
+    plan = plan_for(seed, options)
+    return replay(seed, plan, decide=decide, trace=trace, options=options, acquire=acquire)
 
 
 def _run(
-    seed: int, plan: FaultPlan, decide: DecideFn | None, trace: bool, options: Options
+    seed: int,
+    plan: FaultPlan,
+    decide: DecideFn | None,
+    trace: bool,
+    options: Options,
+    acquire: AcquireFn | None = None,
 ) -> RunResult:
-    sim = Simulation(seed, plan, trace=trace, families=options.families)
+    sim = Simulation(seed, plan, trace=trace, families=options.families, acquire=acquire)
     try:
         with patched_decide(decide):
             sim.run()
@@ -254,14 +266,19 @@ def _run(
 
 
 def shrink(
-    seed: int, plan: FaultPlan, *, decide: DecideFn | None = None, options: Options = DEFAULT
+    seed: int,
+    plan: FaultPlan,
+    *,
+    decide: DecideFn | None = None,
+    options: Options = DEFAULT,
+    acquire: AcquireFn | None = None,
 ) -> FaultPlan:
     """A smallest sub-plan (dropping faults one at a time) that still fails the same way.
 
     "The same way": the violation's kind (its text up to the first colon) is unchanged.
     """
     try:
-        _run(seed, plan, decide, False, options)
+        _run(seed, plan, decide, False, options, acquire)
     except Violation as violation:
         kind = _kind(str(violation))
     else:
@@ -273,7 +290,7 @@ def shrink(
         for index in range(len(current)):
             candidate = current[:index] + current[index + 1 :]
             try:
-                _run(seed, candidate, decide, False, options)
+                _run(seed, candidate, decide, False, options, acquire)
             except Violation as violation:
                 if _kind(str(violation)) == kind:
                     current = candidate
@@ -293,6 +310,7 @@ def explore(
     options: Options = DEFAULT,
     known: Sequence[KnownIssue] = (),
     shrink_failures: bool = True,
+    acquire: AcquireFn | None = None,
 ) -> ExploreStats:
     """Run every seed; the first failure raises ``SimulationFailure`` (plan shrunk).
 
@@ -303,7 +321,7 @@ def explore(
     for seed in seeds:
         plan = plan_for(seed, options)
         try:
-            result = _run(seed, plan, decide, False, options)
+            result = _run(seed, plan, decide, False, options, acquire)
         except Violation as violation:
             family = getattr(violation, "family", "")
             issue = next((k for k in known if k.matches(family, str(violation))), None)
@@ -312,9 +330,13 @@ def explore(
                 stats.known[issue.name] += 1
                 stats.known_seeds.setdefault(issue.name, seed)
                 continue
-            small = shrink(seed, plan, decide=decide, options=options) if shrink_failures else plan
+            small = (
+                shrink(seed, plan, decide=decide, options=options, acquire=acquire)
+                if shrink_failures
+                else plan
+            )
             try:
-                replay(seed, small, decide=decide, options=options)
+                replay(seed, small, decide=decide, options=options, acquire=acquire)
             except SimulationFailure as failure:
                 raise SimulationFailure(
                     seed,
@@ -336,6 +358,7 @@ def explore_chunk(
 ) -> tuple[ExploreStats, str | None]:
     """``explore`` over ``range(first, first + count)`` for a worker process: its stats,
     and the failure's text if one was found."""
+    quiet_simulated_clients()
     first, count, options, known = job
     try:
         return explore(range(first, first + count), options=options, known=known), None
@@ -343,3 +366,13 @@ def explore_chunk(
         stats = ExploreStats()
         stats.schedules = failure.schedules_run
         return stats, str(failure)
+
+
+def quiet_simulated_clients() -> None:
+    """Silence the flows' warnings in this process (for ``python -m zklocks.sim``).
+
+    The simulated clients run the real flows, which warn when another client deletes a
+    waiter's node: over thousands of schedules with ``DeleteNode`` faults that is the
+    plan at work, not news (the trace shows each deletion).
+    """
+    logging.getLogger("zklocks.lock").setLevel(logging.ERROR)

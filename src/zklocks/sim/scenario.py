@@ -6,12 +6,20 @@ the fault plan is drawn from the seed too unless one is given.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from dataclasses import dataclass
 
-FAMILIES = ("mutex", "single", "rw", "semaphore")
+FAMILIES = ("mutex", "single", "rw", "semaphore", "mixed")
 """mutex: fair lock; single: the one-node lock (``fair=False``); rw: readers and
-writers on one path; semaphore: leases of N permits."""
+writers on one path; semaphore: leases of N permits; mixed: fair and one-node locks on
+one path (a misuse that must still never give two holders)."""
+
+MIXED_SHARE = 0.3
+"""How many mutex and single scenarios become mixed ones (when "mixed" is drawn from).
+
+Drawn after everything else of a scenario, so that adding the family left every other
+seed's scenario as it was."""
 
 LOCK_PATH = "/locks/x"
 
@@ -25,6 +33,7 @@ class Cycle:
     timeout: float | None  # seconds, or None: wait for ever
     hold: float  # seconds held before release
     think: float  # seconds before the acquire call
+    fair: bool = True  # False: the one-node lock (family single, or a mixed scenario)
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +53,7 @@ class Scenario:
 
     @property
     def fair(self) -> bool:
+        """Are any of its contenders queued (not all one-node locks)?"""
         return self.family != "single"
 
     @property
@@ -56,7 +66,8 @@ class Scenario:
 def scenario_for(seed: int, *, families: tuple[str, ...] = FAMILIES) -> Scenario:
     """The scenario of a seed (``families`` narrows the lock kinds drawn)."""
     rng = random.Random(seed * 4)
-    family = families[rng.randrange(len(families))]
+    drawn = tuple(f for f in families if f != "mixed") or ("mutex",)
+    family = drawn[rng.randrange(len(drawn))]
     permits = rng.choice((1, 2, 2, 3)) if family == "semaphore" else None
     count = rng.choice((2, 3, 3, 4, 4, 5))
     start_cversion = None
@@ -67,14 +78,30 @@ def scenario_for(seed: int, *, families: tuple[str, ...] = FAMILIES) -> Scenario
         timeout = rng.choice((0.5, 1.0, 2.0))
         cycles = tuple(_cycle(rng, family) for _ in range(rng.choice((1, 2, 2, 3))))
         clients.append(ClientScript(timeout, cycles))
+    shuffle_children = rng.random() < 0.5
+    if "mixed" in families and family in ("mutex", "single"):
+        only_mixed = "mutex" not in families and "single" not in families
+        if only_mixed or rng.random() < MIXED_SHARE:
+            family = "mixed"
+            clients = _mix(rng, clients)
     return Scenario(
         family=family,
         path=LOCK_PATH,
         permits=permits,
         clients=tuple(clients),
         start_cversion=start_cversion,
-        shuffle_children=rng.random() < 0.5,
+        shuffle_children=shuffle_children,
     )
+
+
+def _mix(rng: random.Random, clients: list[ClientScript]) -> list[ClientScript]:
+    """Client 0 takes the fair lock, client 1 the one-node lock, the others either."""
+    mixed = []
+    for index, script in enumerate(clients):
+        fair = index == 0 or (index > 1 and rng.random() < 0.5)
+        cycles = tuple(dataclasses.replace(cycle, fair=fair) for cycle in script.cycles)
+        mixed.append(dataclasses.replace(script, cycles=cycles))
+    return mixed
 
 
 def _cycle(rng: random.Random, family: str) -> Cycle:

@@ -53,7 +53,7 @@ from zklocks._drive import (
     wake_reply,
     watch_requests,
 )
-from zklocks._errors import LockTimeout
+from zklocks._errors import InvalidArgument, LockTimeout
 from zklocks._lease import Lease, LeaseKeeper, SessionFacts
 from zklocks._ops import (
     TIMED_OUT,
@@ -82,6 +82,7 @@ from zklocks._session import SessionState, Watcher, WatchEvent, WatchKind
 from zklocks._strategies import Decision
 from zklocks.sim.faults import (
     DelayWatch,
+    DeleteNode,
     DropRequest,
     ExpireSession,
     Fault,
@@ -101,6 +102,9 @@ REORDER_WINDOW = 0.05  # a reordered notification waits this long for one to ove
 MAX_STEPS = 50_000
 
 DecideFn: TypeAlias = Callable[[Any, Sequence[Any]], Decision]
+AcquireFn: TypeAlias = Callable[[_flow.AcquireSpec], _flow.Flow]
+"""Makes the acquire flow of one call: ``zklocks._flow.acquire``, or a test's variant
+of it (to plant an old behaviour and show that the simulator finds it)."""
 
 
 class _Abandoned(BaseException):
@@ -327,17 +331,18 @@ class SimClient:
             yield Sleep(sim.now + cycle.hold)
             sim.checker.before_release(self, holding)
             self.holding = None
-            holding.lease.end()  # as Lock._give_up: a later loss is no longer news
+            owner = 0 if holding.lease.lost else holding.lease.owner  # as Lock._give_up
+            holding.lease.end()  # a later loss is no longer news
             if sim.trace is not None:
                 sim.note(self, f"releases {_short(holding.node)}")
             try:
-                yield from self.drive(
-                    _flow.release(holding.node, holding.token, holding.lease.owner)
-                )
+                yield from self.drive(_flow.release(holding.node, holding.token, owner))
             except Exception as exc:
                 if isinstance(exc, Violation):
                     raise
                 raise Violation(f"{self}: release of {holding.node} raised {exc!r}") from exc
+            if (holding.node, holding.token) in sim.force_deleted:
+                sim.after_release_of_deleted(holding)
 
     def acquire(self, spec: _flow.AcquireSpec, cycle: Cycle) -> Generator[Action, Any, Any]:
         sim = self.sim
@@ -348,7 +353,12 @@ class SimClient:
             until = "never" if spec.deadline is None else f"{spec.deadline:.4f}"
             sim.note(self, f"acquire {cycle.kind} blocking={spec.blocking} deadline={until}")
         try:
-            acquired = yield from self.drive(_flow.acquire(spec))
+            acquired = yield from self.drive(sim.acquire_flow(spec))
+        except InvalidArgument as exc:
+            if spec.fair or sim.scenario.family != "mixed":
+                raise Violation(f"{self}: acquire {spec.kind} raised {exc!r}") from exc
+            sim.record(self, spec, "refused")  # a one-node lock beside queued ones
+            return None
         except KeyboardInterrupt:
             if not self.interrupted:
                 raise
@@ -480,9 +490,11 @@ class Simulation:
         trace: bool = False,
         families: tuple[str, ...] = FAMILIES,
         max_steps: int = MAX_STEPS,
+        acquire: AcquireFn | None = None,
     ) -> None:
         self.seed = seed
         self.plan = plan
+        self.acquire_flow: AcquireFn = acquire or _flow.acquire
         self.scenario: Scenario = scenario_for(seed, families=families)
         self.rng = random.Random(seed * 4 + 2)
         self.tokens = random.Random(seed * 4 + 3)
@@ -493,6 +505,8 @@ class Simulation:
         self.trace: list[str] | None = [] if trace else None
         self.owner: dict[int, SimClient] = {}
         self.force_expired: set[int] = set()  # by the plan's ExpireSession
+        self.force_deleted: set[tuple[str, int]] = set()  # held nodes DeleteNode took
+        self.operator = 0  # the session of the "other client" that deletes nodes
         self.silently_expired: set[int] = set()  # not heard from for a session timeout
         self.grants: list[Holding] = []
         self.outcomes: list[Outcome] = []
@@ -501,7 +515,9 @@ class Simulation:
         self.delays = {(f.client, f.event): f for f in plan if isinstance(f, DelayWatch)}
         self.reorders = {(f.client, f.event): f for f in plan if isinstance(f, ReorderWatch)}
         self.interrupts = {(f.client, f.op): f for f in plan if isinstance(f, Interrupt)}
-        timed = [f for f in plan if isinstance(f, ExpireSession | Pause | SweepContainers)]
+        timed = [
+            f for f in plan if isinstance(f, ExpireSession | Pause | SweepContainers | DeleteNode)
+        ]
         self.timed = sorted(timed, key=lambda f: f.at)
         count = len(self.scenario.clients)
         self.clients = [SimClient(self, i, i) for i in range(count)]
@@ -556,13 +572,15 @@ class Simulation:
         if model.outbox:
             self.route()
 
-    def apply_timed(self, fault: ExpireSession | Pause | SweepContainers) -> None:
+    def apply_timed(self, fault: ExpireSession | Pause | SweepContainers | DeleteNode) -> None:
         if isinstance(fault, ExpireSession):
             client = self.clients[fault.client]
             if self.model.expire(client.session_id):
                 self.fired(fault)
                 self.force_expired.add(client.session_id)
                 self.session_ended(client.session_id, "expired by the plan")
+        elif isinstance(fault, DeleteNode):
+            self.delete_node(fault)
         elif isinstance(fault, Pause):
             client = self.clients[fault.client]
             self.fired(fault)
@@ -575,6 +593,50 @@ class Simulation:
                 self.fired(fault)
                 if self.trace is not None:
                     self.note(None, f"container sweep deleted {swept}")
+
+    def delete_node(self, fault: DeleteNode) -> None:
+        """Another client deletes ``fault.client``'s contender node, if it has one now."""
+        client = self.clients[fault.client]
+        holding = client.holding
+        path = None
+        if holding is not None:
+            node = self.model.nodes.get(holding.node)
+            if node is not None and node.czxid == holding.token:
+                path = holding.node
+        elif client.attempt is not None:
+            prefix = f"{self.scenario.path}/"
+            path = next(
+                (prefix + n.name for n in self.checker.queue() if n.attempt == client.attempt),
+                None,
+            )
+        if path is None:
+            return
+        if not self.model.alive(self.operator):
+            self.operator = self.model.open_session(1e9).id
+        self.model.delete(self.operator, path)
+        self.fired(fault)
+        if holding is not None:
+            self.force_deleted.add((holding.node, holding.token))
+        if self.trace is not None:
+            self.note(client, f"another client deleted its node {_short(path)}")
+
+    def after_release_of_deleted(self, released: Holding) -> None:
+        """A one-node holder whose node the plan deleted released before it knew: its
+        release checks ownership locally (the documented window, ``NODE_WATCH_DELAY``),
+        so it may have deleted the *next* holder's ``lock``. That deletion is the plan's
+        doing too: the victim is exempt from the holders check as the first one was."""
+        node = self.model.nodes.get(released.node)
+        for client in self.clients:
+            holding = client.holding
+            if holding is None or holding.node != released.node:
+                continue
+            if node is None or node.czxid != holding.token:
+                self.force_deleted.add((holding.node, holding.token))
+                if self.trace is not None:
+                    self.note(
+                        client,
+                        f"its node {_short(holding.node)} went with c{released.client}'s release",
+                    )
 
     def session_ended(self, session_id: int, why: str) -> None:
         client = self.owner.get(session_id)
@@ -728,9 +790,10 @@ class Simulation:
     def spec_for(self, client: SimClient, cycle: Cycle) -> _flow.AcquireSpec:
         scenario = self.scenario
         attempt = f"{self.tokens.getrandbits(128):032x}"
+        fair = scenario.fair and cycle.fair
         payload = _nodes.Payload(
             identifier=f"client-{client.index}",
-            attempt="" if scenario.fair else attempt,
+            attempt="" if fair else attempt,
             host="sim",
             pid=client.index,
         )
@@ -740,7 +803,7 @@ class Simulation:
             data=_nodes.encode_payload(payload),
             attempt=attempt,
             permits=scenario.permits,
-            fair=scenario.fair,
+            fair=fair,
             blocking=cycle.blocking,
             deadline=None if cycle.timeout is None else self.now + cycle.timeout,
         )
@@ -835,4 +898,4 @@ def patched_decide(decide: DecideFn | None) -> Iterator[None]:
         names["decide"] = original
 
 
-__all__ = ["Holding", "Outcome", "SimClient", "Simulation", "patched_decide"]
+__all__ = ["AcquireFn", "Holding", "Outcome", "SimClient", "Simulation", "patched_decide"]

@@ -1,0 +1,255 @@
+// A small Apache Curator process that Python drives over stdin/stdout, one command per
+// line, one reply line per command: "ok [words...]" or "err <class>: <message>".
+// It is the Java reference in the benchmarks and the Curator peer in interop tests;
+// interop/curator/harness.py compiles it (outside the source tree) and starts it.
+//
+// Commands (words separated by single spaces; names and paths hold no whitespace):
+//   info                          -> ok curator=<v> zookeeper=<v> java=<v>
+//   clock                         -> ok <System.nanoTime()>
+//   connect HOSTS SESSION_MS      -> ok          (one CuratorFramework = one session)
+//   disconnect                    -> ok          (closes the session; locks are forgotten)
+//   mutex NAME PATH               -> ok          InterProcessMutex
+//   rwlock NAME PATH              -> ok          NAME.read and NAME.write
+//   semaphore NAME PATH PERMITS   -> ok          InterProcessSemaphoreV2
+//   acquire NAME [TIMEOUT_MS]     -> ok 1 | ok 0 (0: the timeout passed first)
+//   release NAME                  -> ok
+//   cycles NAME N                 -> ok <ns> ... (N acquire+release, each timed)
+//   contend NAME START_NS END_NS  -> ok <acquired_ns>:<released_ns> ...
+//                                    (waits until START_NS, then cycles until END_NS)
+//   quit                          -> ok, then exits (so does end of input)
+//
+// Times are System.nanoTime(); the harness maps them onto Python's time.monotonic().
+
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.util.HashMap;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.locks.LockSupport;
+
+import org.apache.curator.framework.CuratorFramework;
+import org.apache.curator.framework.CuratorFrameworkFactory;
+import org.apache.curator.framework.recipes.locks.InterProcessMutex;
+import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
+import org.apache.curator.framework.recipes.locks.InterProcessSemaphoreV2;
+import org.apache.curator.framework.recipes.locks.Lease;
+import org.apache.curator.retry.RetryNTimes;
+
+public final class CuratorWorker {
+    /** What the commands need of any recipe: Curator's mutexes and a semaphore lease. */
+    private interface Handle {
+        boolean acquire(long timeoutMs) throws Exception; // timeoutMs < 0: no timeout
+
+        void release() throws Exception;
+    }
+
+    private static final class MutexHandle implements Handle {
+        private final InterProcessMutex mutex;
+
+        MutexHandle(InterProcessMutex mutex) {
+            this.mutex = mutex;
+        }
+
+        public boolean acquire(long timeoutMs) throws Exception {
+            if (timeoutMs < 0) {
+                mutex.acquire();
+                return true;
+            }
+            return mutex.acquire(timeoutMs, TimeUnit.MILLISECONDS);
+        }
+
+        public void release() throws Exception {
+            mutex.release();
+        }
+    }
+
+    private static final class SemaphoreHandle implements Handle {
+        private final InterProcessSemaphoreV2 semaphore;
+        private Lease lease;
+
+        SemaphoreHandle(InterProcessSemaphoreV2 semaphore) {
+            this.semaphore = semaphore;
+        }
+
+        public boolean acquire(long timeoutMs) throws Exception {
+            if (lease != null) {
+                throw new IllegalStateException("this worker already holds a lease of it");
+            }
+            lease = timeoutMs < 0
+                    ? semaphore.acquire()
+                    : semaphore.acquire(timeoutMs, TimeUnit.MILLISECONDS);
+            return lease != null;
+        }
+
+        public void release() throws Exception {
+            if (lease == null) {
+                throw new IllegalStateException("no lease held");
+            }
+            Lease held = lease;
+            lease = null;
+            semaphore.returnLease(held);
+        }
+    }
+
+    private CuratorFramework client;
+    private final Map<String, Handle> handles = new HashMap<>();
+
+    public static void main(String[] args) throws Exception {
+        BufferedReader in = new BufferedReader(
+                new InputStreamReader(System.in, StandardCharsets.UTF_8));
+        PrintStream out = new PrintStream(System.out, false, StandardCharsets.UTF_8);
+        CuratorWorker worker = new CuratorWorker();
+        String line;
+        while ((line = in.readLine()) != null) {
+            String reply;
+            boolean quit = line.equals("quit");
+            try {
+                reply = quit ? "ok" : worker.run(line.split(" "));
+            } catch (Exception e) {
+                String message = String.valueOf(e.getMessage()).replace('\n', ' ');
+                reply = "err " + e.getClass().getName() + ": " + message;
+            }
+            out.println(reply);
+            out.flush();
+            if (quit) {
+                break;
+            }
+        }
+        worker.disconnect();
+        System.exit(0); // Curator's and ZooKeeper's threads must not keep us alive
+    }
+
+    private String run(String[] w) throws Exception {
+        switch (w[0]) {
+            case "info":
+                return "ok curator=" + curatorVersion()
+                        + " zookeeper=" + org.apache.zookeeper.Version.getFullVersion()
+                                .split("[ ,-]")[0]
+                        + " java=" + System.getProperty("java.version");
+            case "clock":
+                return "ok " + System.nanoTime();
+            case "connect":
+                connect(w[1], Integer.parseInt(w[2]));
+                return "ok";
+            case "disconnect":
+                disconnect();
+                return "ok";
+            case "mutex":
+                handles.put(w[1], new MutexHandle(new InterProcessMutex(client(), w[2])));
+                return "ok";
+            case "rwlock": {
+                InterProcessReadWriteLock rw = new InterProcessReadWriteLock(client(), w[2]);
+                handles.put(w[1] + ".read", new MutexHandle(rw.readLock()));
+                handles.put(w[1] + ".write", new MutexHandle(rw.writeLock()));
+                return "ok";
+            }
+            case "semaphore":
+                handles.put(w[1], new SemaphoreHandle(
+                        new InterProcessSemaphoreV2(client(), w[2], Integer.parseInt(w[3]))));
+                return "ok";
+            case "acquire": {
+                long timeout = w.length > 2 ? Long.parseLong(w[2]) : -1;
+                return handle(w[1]).acquire(timeout) ? "ok 1" : "ok 0";
+            }
+            case "release":
+                handle(w[1]).release();
+                return "ok";
+            case "cycles":
+                return cycles(handle(w[1]), Integer.parseInt(w[2]));
+            case "contend":
+                return contend(handle(w[1]), Long.parseLong(w[2]), Long.parseLong(w[3]));
+            default:
+                throw new IllegalArgumentException("unknown command " + w[0]);
+        }
+    }
+
+    private void connect(String hosts, int sessionMs) throws Exception {
+        if (client != null) {
+            throw new IllegalStateException("already connected; disconnect first");
+        }
+        CuratorFramework fresh = CuratorFrameworkFactory.builder()
+                .connectString(hosts)
+                .sessionTimeoutMs(sessionMs)
+                .connectionTimeoutMs(15_000)
+                .retryPolicy(new RetryNTimes(3, 100))
+                // The ensemble tracker watches /zookeeper/config: a watch per session
+                // that has nothing to do with locks and would blur the watch counts.
+                .ensembleTracker(false)
+                .build();
+        fresh.start();
+        if (!fresh.blockUntilConnected(30, TimeUnit.SECONDS)) {
+            fresh.close();
+            throw new IllegalStateException("no connection to " + hosts + " within 30 s");
+        }
+        client = fresh;
+    }
+
+    private void disconnect() {
+        handles.clear();
+        if (client != null) {
+            client.close();
+            client = null;
+        }
+    }
+
+    private CuratorFramework client() {
+        if (client == null) {
+            throw new IllegalStateException("not connected");
+        }
+        return client;
+    }
+
+    private Handle handle(String name) {
+        Handle handle = handles.get(name);
+        if (handle == null) {
+            throw new IllegalArgumentException("no lock named " + name);
+        }
+        return handle;
+    }
+
+    private static String cycles(Handle handle, int n) throws Exception {
+        long[] took = new long[n];
+        for (int i = 0; i < n; i++) {
+            long t0 = System.nanoTime();
+            handle.acquire(-1);
+            handle.release();
+            took[i] = System.nanoTime() - t0;
+        }
+        StringBuilder reply = new StringBuilder("ok");
+        for (long t : took) {
+            reply.append(' ').append(t);
+        }
+        return reply.toString();
+    }
+
+    private static String contend(Handle handle, long start, long end) throws Exception {
+        long now;
+        while ((now = System.nanoTime()) < start) {
+            LockSupport.parkNanos(start - now);
+        }
+        StringBuilder reply = new StringBuilder("ok");
+        while (System.nanoTime() < end) {
+            handle.acquire(-1);
+            long acquired = System.nanoTime();
+            long released = System.nanoTime();
+            handle.release();
+            reply.append(' ').append(acquired).append(':').append(released);
+        }
+        return reply.toString();
+    }
+
+    /** From the jar's Maven metadata: Debian's jars carry no Implementation-Version. */
+    private static String curatorVersion() throws java.io.IOException {
+        String resource = "/META-INF/maven/org.apache.curator/curator-recipes/pom.properties";
+        try (java.io.InputStream in = InterProcessMutex.class.getResourceAsStream(resource)) {
+            if (in == null) {
+                return "unknown";
+            }
+            java.util.Properties pom = new java.util.Properties();
+            pom.load(in);
+            return pom.getProperty("version", "unknown");
+        }
+    }
+}
