@@ -78,7 +78,14 @@ from zklocks._protocol.records import (
     SyncRequest,
     ZnodeStat,
 )
-from zklocks._protocol.session import Established, Expired, Notification, Reply, Session
+from zklocks._protocol.session import (
+    Established,
+    Expired,
+    Notification,
+    ReceiveError,
+    Reply,
+    Session,
+)
 
 __all__ = ["Connection", "EventType", "SessionState", "WatchEvent"]
 
@@ -400,7 +407,9 @@ class Connection:
         except MarshallingError as exc:
             log.warning("dropping the connection to %s: %s", self.last_host, exc)
             wire.abort()
-            return
+            # The answers that came before the broken bytes are real: deliver them. The
+            # rest are failed with ConnectionLossError when the connection is lost.
+            events = exc.events if isinstance(exc, ReceiveError) else []
         for event in events:
             if type(event) is Reply:
                 future, sent = event.token

@@ -28,6 +28,8 @@ class Contender:
     ``kind`` is "lock", "read", "write" or "lease" (a semaphore permit); ``sequence`` is
     the integer ZooKeeper appended (0 for the one-node ``fair=False`` lock); ``token`` is
     the fencing token the contender holds or will hold (its node's creation zxid).
+    ``ephemeral`` is False for a node that no session owns (a leftover, or a forgery):
+    it never goes away by itself, so whoever queues behind it waits until it is deleted.
     """
 
     node: str
@@ -39,6 +41,7 @@ class Contender:
     token: int
     host: str = ""
     pid: int = 0
+    ephemeral: bool = True
 
 
 def list_contenders(path: str) -> Generator[Op, Any, list[Contender]]:
@@ -97,4 +100,5 @@ def _contender(path: str, node: _nodes.NodeName, reply: NodeData, holder: bool) 
         token=reply.stat.czxid,
         host=payload.host,
         pid=payload.pid,
+        ephemeral=reply.stat.ephemeral_owner != 0,
     )

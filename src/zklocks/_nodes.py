@@ -13,7 +13,13 @@ and ordered by serial-number arithmetic (RFC 1982), never compared as a string.
 
 The one-node exclusive lock (``fair=False``, seed 000) is the single child ``lock``
 (no suffix); it is always the head of the line while it exists.
-Any other child name is foreign: ignored, never a contender.
+Any other child name is foreign: ignored, never a contender. That includes a name that
+looks like ours but whose sequence ZooKeeper cannot have issued (outside 32 bits): anyone
+who can create a node under the lock path could write one, and it must not stop the
+contenders that can be ordered.
+
+Node data (``Payload``) is written by us but read from anyone: ``decode_payload`` is
+total, so a foreign node's bytes always give an identifier, never an exception.
 """
 
 from __future__ import annotations
@@ -67,27 +73,33 @@ def sequential_prefix(kind: str, attempt: str, permits: int | None = None) -> st
     return f"{kind}-{attempt}-"
 
 
-@functools.lru_cache(maxsize=1 << 16)
+#: Names remembered by ``parse``. A waiter re-lists the whole line after every wake, so
+#: the names of a busy lock are parsed again and again; every attempt has a new name, so
+#: an unbounded (or very large) cache grows for as long as the process lives. This many
+#: entries (a few hundred kB) cover the line of any lock of reasonable size.
+PARSE_CACHE_SIZE = 1024
+
+
+@functools.lru_cache(maxsize=PARSE_CACHE_SIZE)
 def parse(name: str) -> NodeName | None:
     """The contender a child name denotes, or ``None`` for a foreign child (cached)."""
     if name == SINGLE_NODE:
         return NodeName(name=name, kind="lock", attempt="", sequence=0)
     match = _SEQUENTIAL.match(name)
     if match:
-        kind, attempt, sequence = match.groups()
-        return NodeName(name, kind, attempt, _to_int32(sequence))
+        kind, attempt, text = match.groups()
+        sequence = int(text)
+        if not -_HALF <= sequence < _HALF:
+            return None  # no ZooKeeper issued it: foreign
+        return NodeName(name, kind, attempt, sequence)
     match = _LEASE.match(name)
     if match:
-        permits, attempt, sequence = match.groups()
-        return NodeName(name, "lease", attempt, _to_int32(sequence), int(permits))
+        permits, attempt, text = match.groups()
+        sequence = int(text)
+        if not -_HALF <= sequence < _HALF:
+            return None
+        return NodeName(name, "lease", attempt, sequence, int(permits))
     return None
-
-
-def _to_int32(text: str) -> int:
-    value = int(text)
-    if not -_HALF <= value < _HALF:
-        raise ValueError(f"sequence {text} is outside ZooKeeper's 32-bit range")
-    return value
 
 
 def sequence_precedes(a: int, b: int) -> bool:
@@ -158,14 +170,45 @@ def encode_payload(payload: Payload) -> bytes:
 
 
 def decode_payload(data: bytes) -> Payload:
-    """Best effort: a node written by another tool still yields its data as identifier."""
+    """What a node's data says; total: any bytes give a ``Payload``, never an exception.
+
+    Our own JSON gives every field. Anything else (another tool's node, a forgery) gives
+    its text as the identifier, or a readable rendering of bytes that are not UTF-8
+    (``\\xff``). Fields of the wrong type are dropped rather than trusted: a ``pid``
+    must be a whole number that fits a process id.
+    """
     try:
-        fields = json.loads(data.decode())
-        return Payload(
-            identifier=str(fields.get("identifier", "")),
-            attempt=str(fields.get("attempt", "")),
-            host=str(fields.get("host", "")),
-            pid=int(fields.get("pid", 0)),
-        )
-    except (ValueError, AttributeError, TypeError):
-        return Payload(identifier=data.decode(errors="replace"))
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return Payload(identifier=data.decode("utf-8", errors="backslashreplace"))
+    try:
+        # NaN and Infinity are not JSON; nesting deep enough fails with RecursionError
+        fields = json.loads(text, parse_constant=_not_json)
+    except (ValueError, RecursionError):
+        return Payload(identifier=text)
+    if not isinstance(fields, dict):
+        return Payload(identifier=text)
+    return Payload(
+        identifier=_field_text(fields.get("identifier")),
+        attempt=_field_text(fields.get("attempt")),
+        host=_field_text(fields.get("host")),
+        pid=_field_pid(fields.get("pid")),
+    )
+
+
+def _not_json(constant: str) -> object:
+    raise ValueError(f"{constant} is not JSON")
+
+
+def _field_text(value: object) -> str:
+    if isinstance(value, str):
+        return value
+    if value is None or isinstance(value, dict | list):
+        return ""
+    return str(value)  # a bool, an int (json caps its digits) or a finite float
+
+
+def _field_pid(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        return 0
+    return value if 0 <= value < 2**63 else 0

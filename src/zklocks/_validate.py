@@ -5,42 +5,69 @@ from __future__ import annotations
 import math
 
 from zklocks._errors import InvalidArgument, InvalidPath
+from zklocks._protocol import codec
 
 _FORBIDDEN = {chr(c) for c in range(0x20)} | {chr(0x7F)} | {chr(c) for c in range(0xD800, 0xF900)}
 
+#: A timeout this long (about 31 years) or longer, ``inf`` included, means wait for ever:
+#: no clock or OS wait can take more, and a deadline that far never comes anyway.
+FOREVER = 1e9
+
+
+def hosts(value: object) -> str:
+    """A ZooKeeper connect string, checked with the one parser the connection uses."""
+    if not isinstance(value, str):
+        raise InvalidArgument(f"hosts must be a 'host:port,...' string, not {value!r}")
+    try:
+        codec.parse_hosts(value)
+    except ValueError as error:
+        raise InvalidArgument(str(error)) from None
+    return value
+
 
 def lock_path(path: object) -> str:
-    """An absolute, normalised ZooKeeper path that a lock may use as its directory."""
+    """An absolute, normalised ZooKeeper path that a lock may use as its directory.
+
+    Refused with ``InvalidPath``: anything ZooKeeper itself would refuse (the message
+    names the character by code point), the root, and paths under ``/zookeeper``.
+    """
     if not isinstance(path, str):
         raise InvalidPath(f"a lock path must be a str, not {type(path).__name__}")
-    if not path.startswith("/"):
-        raise InvalidPath(f"lock path {path!r} must be absolute (start with '/')")
     if path == "/":
         raise InvalidPath("the root '/' cannot be a lock path")
-    if path.endswith("/"):
-        raise InvalidPath(f"lock path {path!r} must not end with '/'")
-    for segment in path[1:].split("/"):
-        if segment == "":
-            raise InvalidPath(f"lock path {path!r} has an empty segment ('//')")
-        if segment in (".", ".."):
-            raise InvalidPath(f"lock path {path!r} has a relative segment {segment!r}")
-    bad = sorted({ch for ch in path if ch in _FORBIDDEN})
-    if bad:
-        raise InvalidPath(f"lock path {path!r} contains control characters {bad!r}")
+    problem = codec.path_problem(path)
+    if problem is not None:
+        if problem.startswith("must start"):
+            problem = "must be absolute (start with '/')"
+        raise InvalidPath(f"lock path {codec.shown_path(path)} {problem}")
     if path == "/zookeeper" or path.startswith("/zookeeper/"):
-        raise InvalidPath(f"lock path {path!r} is under /zookeeper, which ZooKeeper reserves")
+        raise InvalidPath(
+            f"lock path {codec.shown_path(path)} is under /zookeeper, which ZooKeeper reserves"
+        )
     return path
 
 
 def timeout(value: float | None) -> float | None:
-    """A timeout in seconds: ``None`` (wait for ever) or a finite number >= 0."""
+    """A timeout in seconds: ``None`` (wait for ever) or a finite number >= 0.
+
+    ``inf`` and anything from ``FOREVER`` up are ``None``: they mean wait for ever, the
+    same for the sync and asyncio locks, and no wait can overflow on them.
+    """
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise InvalidArgument(f"timeout must be a number of seconds or None, not {value!r}")
-    if math.isnan(value) or value < 0:
+    if value != value or value < 0:  # NaN, or negative (an int may be too big for float)
         raise InvalidArgument(f"timeout must be >= 0, not {value!r}")
+    if value >= FOREVER:
+        return None
     return float(value)
+
+
+def no_timeout_when_not_blocking(value: object) -> None:
+    """``acquire(blocking=False)`` does not wait, so a timeout with it is a mistake."""
+    if value is not None:
+        raise InvalidArgument(f"a non-blocking acquire takes no timeout (got {value!r})")
 
 
 def permits(value: object) -> int:

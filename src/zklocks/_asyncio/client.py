@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 from ssl import SSLContext
 from types import TracebackType
 
+from zklocks import _validate
 from zklocks._asyncio.locks import AsyncLock, AsyncReadWriteLock
 from zklocks._asyncio.session import AsyncSession
 from zklocks._connection import Connection
@@ -38,6 +39,7 @@ class AsyncClient(LockMaker[AsyncLock, AsyncReadWriteLock]):
         acl: str | Sequence[ACL] = "open",
         ssl: bool | SSLContext | None = None,
     ) -> None:
+        _validate.hosts(hosts)  # a bad connect string fails here, not at start()
         super().__init__(hosts, session_timeout, connect_timeout, auth=auth, acl=acl, ssl=ssl)
         self._session: AsyncSession | None = None
         self._stopped = False

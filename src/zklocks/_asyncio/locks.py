@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import time
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal, overload
 
 from zklocks import _flow, _validate
 from zklocks._asyncio import driver
@@ -40,14 +40,34 @@ class AsyncLock(LockCore[AsyncLease]):
         super().__init__(config)
         self._client = client
 
-    async def acquire(self, timeout: float | None = None, *, blocking: bool = True) -> AsyncLease:
+    @overload
+    async def acquire(
+        self, timeout: float | None = None, *, blocking: Literal[True] = True
+    ) -> AsyncLease: ...
+
+    @overload
+    async def acquire(
+        self, timeout: None = None, *, blocking: Literal[False]
+    ) -> AsyncLease | None: ...
+
+    @overload
+    async def acquire(
+        self, timeout: float | None = None, *, blocking: bool
+    ) -> AsyncLease | None: ...
+
+    async def acquire(
+        self, timeout: float | None = None, *, blocking: bool = True
+    ) -> AsyncLease | None:
         """Wait until held (or ``timeout`` seconds pass) and return the lease.
 
         Cancelling the waiting task deletes our node, then ``CancelledError`` propagates.
+        ``blocking=False`` is ``try_acquire()``: the lease, or None without waiting (a
+        timeout then makes no sense, as for ``threading.Lock``).
         """
-        lease = await self._acquire(_validate.timeout(timeout), blocking=blocking)
-        assert lease is not None
-        return lease
+        if not blocking:
+            _validate.no_timeout_when_not_blocking(timeout)
+            return await self._acquire(None, blocking=False)
+        return await self._acquire(_validate.timeout(timeout), blocking=True)
 
     async def try_acquire(self) -> AsyncLease | None:
         """The lease if the lock can be had without waiting for another holder, else None."""

@@ -4,17 +4,18 @@ person can act on, exit statuses, and small formatting helpers."""
 from __future__ import annotations
 
 import datetime as dt
-import re
 from collections.abc import Callable
 from typing import IO, Any, NoReturn, TypeVar
 
 import click
 
+from zklocks._cli.sanitise import clean
 from zklocks._cli.security import Security
 from zklocks._errors import ConnectionFailed, InvalidArgument, InvalidPath
 from zklocks._lockmaker import DEFAULT_HOSTS
 from zklocks._protocol.errors import ConnectionFailedError
 from zklocks._sync.client import Client
+from zklocks._validate import hosts as hosts_string
 from zklocks._validate import lock_path
 
 # Exit statuses (sysexits.h where one fits), documented in docs/cli.md.
@@ -31,7 +32,6 @@ HOSTS_ENV = "ZKLOCKS_HOSTS"
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 F = TypeVar("F", bound=Callable[..., Any])
-_HOST = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[^:/\[\],\s]+)(:(\d{1,5}))?$")
 
 
 class Failure(click.ClickException):
@@ -42,7 +42,8 @@ class Failure(click.ClickException):
         setattr(self, "exit_code", exit_code)  # noqa: B010 (click declares it on the class)
 
     def show(self, file: IO[Any] | None = None) -> None:
-        click.echo(f"zklocks: {self.format_message()}", err=True)
+        # Messages may quote what the server said (paths, identifiers): escaped.
+        click.echo(f"zklocks: {clean(self.format_message(), newlines=True, limit=None)}", err=True)
 
 
 def fail(message: str, exit_code: int = 1) -> NoReturn:
@@ -50,33 +51,12 @@ def fail(message: str, exit_code: int = 1) -> NoReturn:
 
 
 def _check_hosts(ctx: click.Context, param: click.Parameter, value: str) -> str:
-    """``host[:port][,host[:port]...][/chroot]``, checked before any connection attempt."""
-    text = value.strip()
-    servers, slash, chroot = text.partition("/")
-    entries = [entry.strip() for entry in servers.split(",")]
-    bad = [entry for entry in entries if not _valid_host(entry)]
-    if not text or bad:
-        raise click.BadParameter(
-            f"{value!r} is not a ZooKeeper connect string: expected host:port[,host:port...] "
-            f"(e.g. 127.0.0.1:2181 or zk1:2181,zk2:2181,zk3:2181)"
-            + (f"; bad entry {bad[0]!r}" if bad and bad[0] else ""),
-            ctx=ctx,
-            param=param,
-        )
-    if slash and chroot:
-        try:
-            lock_path("/" + chroot)
-        except InvalidPath as error:
-            raise click.BadParameter(f"bad chroot in {value!r}: {error}", ctx, param) from None
-    return text
-
-
-def _valid_host(entry: str) -> bool:
-    match = _HOST.match(entry)
-    if match is None:
-        return False
-    port = match.group(3)
-    return port is None or 0 < int(port) < 65536
+    """``host[:port][,host[:port]...][/chroot]``, checked before any connection attempt
+    by the parser the client itself uses."""
+    try:
+        return hosts_string(value).strip(" \t\r\n")
+    except InvalidArgument as error:
+        raise click.BadParameter(str(error), ctx=ctx, param=param) from None
 
 
 def _hosts_callback(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:

@@ -47,6 +47,7 @@ from zklocks._cli.common import (
 )
 from zklocks._cli.demo_crew import Crew, Event, ScenarioFailed
 from zklocks._cli.demo_screen import LiveScreen, PlainScreen, Row, Screen
+from zklocks._cli.sanitise import clean
 from zklocks._contenders import list_contenders
 from zklocks._errors import LockError
 from zklocks._inspect import Place, arm_change_watch, delete_tree, line_up
@@ -119,11 +120,13 @@ class Stage:
             rows.append(
                 Row(
                     place=p.place,
-                    name=name,
+                    name=clean(name),
                     kind=p.contender.kind,
                     holding=p.holder,
                     token=p.contender.token,
-                    watches=tuple(names.get(node, node.rsplit("/", 1)[1]) for node in p.waits_for),
+                    watches=tuple(
+                        clean(names.get(node, node.rsplit("/", 1)[1])) for node in p.waits_for
+                    ),
                     wakeups=worker.wakeups if worker is not None else 0,
                 )
             )

@@ -32,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -56,6 +57,7 @@ from zklocks._cli.common import (
     fail,
     seconds,
 )
+from zklocks._cli.sanitise import clean
 from zklocks._cli.security import Security, security_options
 from zklocks._errors import AccessDenied, LockError, LockTimeout
 from zklocks._lease import Lease
@@ -197,6 +199,10 @@ def run(
         raise click.UsageError("--semaphore cannot be combined with --read or --write")
     if non_blocking and timeout is not None:
         raise click.UsageError("--non-blocking and --timeout exclude each other")
+    missing = _cannot_run(command[0])
+    if missing is not None:  # found out now, not after waiting in the queue for the lock
+        note(f"cannot run {clean(command[0])!r}: {missing[1]}")
+        sys.exit(missing[0])
     kind = "semaphore" if permits is not None else mode or "lock"
     options = RunOptions(
         path=path,
@@ -216,6 +222,19 @@ def run(
     sys.exit(execute(options))
 
 
+def _cannot_run(program: str) -> tuple[int, str] | None:
+    """(exit status, why) when ``program`` cannot be run, as a shell would find it."""
+    if os.sep in program:
+        if not os.path.exists(program):
+            return EX_NOT_FOUND, "no such file"
+        if os.path.isdir(program) or not os.access(program, os.X_OK):
+            return EX_CANNOT_EXECUTE, "not an executable file"
+        return None
+    if shutil.which(program) is None:
+        return EX_NOT_FOUND, "command not found"
+    return None
+
+
 def _describe(command: tuple[str, ...]) -> str:
     text = shlex.join(command)
     printable = "".join(ch if ch.isprintable() else "?" for ch in text)
@@ -223,7 +242,8 @@ def _describe(command: tuple[str, ...]) -> str:
 
 
 def note(message: str) -> None:
-    click.echo(f"zklocks: {message}", err=True)
+    # Messages may quote what the server said (a holder's identifier and host): escaped.
+    click.echo(f"zklocks: {clean(message, newlines=True, limit=None)}", err=True)
 
 
 def execute(options: RunOptions) -> int:
@@ -334,7 +354,8 @@ class _Run:
         if not holders:
             return f"{o.path}: {why}"
         who = "; ".join(
-            f"{c.identifier} (pid {c.pid} on {c.host}, token {c.token})" for c in holders[:3]
+            f"{clean(c.identifier)} (pid {c.pid} on {clean(c.host)}, token {c.token})"
+            for c in holders[:3]
         )
         more = f" and {len(holders) - 3} more" if len(holders) > 3 else ""
         return f"{o.path}: {why}; held by {who}{more}"

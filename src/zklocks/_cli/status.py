@@ -30,6 +30,7 @@ from zklocks._cli.common import (
     fail,
     seconds,
 )
+from zklocks._cli.sanitise import clean, text
 from zklocks._cli.security import Security, security_options
 from zklocks._contenders import directory_acl, list_contenders
 from zklocks._errors import AccessDenied, ClientClosed, LockError
@@ -101,6 +102,7 @@ def _entry(place: Place, now: dt.datetime) -> dict[str, Any]:
         "held_s": None,  # known only when --watch saw the grant
         "waits_for": list(place.waits_for),
         "refused": place.refused,
+        "ephemeral": c.ephemeral,
     }
 
 
@@ -123,7 +125,7 @@ def render(state: dict[str, Any], *, observed_at: float | None = None) -> Render
     positions = {e["node"]: e["position"] for e in holders + waiters}
     token = state["token"]
     title = Text.assemble(
-        (state["path"], "bold"),
+        (clean(state["path"], limit=None), "bold"),
         f"  {len(holders)} holding, {len(waiters)} waiting",
         ("  fencing token " + (str(token) if token is not None else "-"), "cyan"),
     )
@@ -144,6 +146,7 @@ def render(state: dict[str, Any], *, observed_at: float | None = None) -> Render
         ("watches", "left"),
     ):
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    leftovers = False  # a contender node no session owns: it never goes away by itself
     for entry in holders + waiters:
         if entry["holder"]:
             state_text = Text("holding", style="green")
@@ -154,20 +157,26 @@ def render(state: dict[str, Any], *, observed_at: float | None = None) -> Render
         else:
             state_text = Text("refused" if entry["refused"] else "waiting", style="yellow")
             duration = seconds(entry["age_s"] + drift)
+        if not entry.get("ephemeral", True):
+            state_text.append("*", style="red")
+            leftovers = True
         watches = ", ".join(
             f"#{positions[n]}" if n in positions else _short(n) for n in entry["waits_for"]
         )
         table.add_row(
             str(entry["position"]),
             state_text,
-            entry["kind"],
-            entry["identifier"],
-            entry["host"],
+            text(entry["kind"]),
+            text(entry["identifier"]),
+            text(entry["host"]),
             str(entry["pid"] or ""),
             duration,
             str(entry["token"]),
-            watches,
+            text(watches),
         )
+    if leftovers:
+        note = "* not ephemeral: no session owns it (a leftover or a forgery), so it stays"
+        return Group(title, table, Text(note, style="red"), *_acl_line(state))
     return Group(title, table, *_acl_line(state))
 
 
@@ -176,8 +185,8 @@ def _acl_line(state: dict[str, Any]) -> list[Text]:
     acl = state.get("acl")
     if acl is None:
         return []
-    shown = ", ".join(f"{e['id']}={e['perms']}" for e in acl)
-    return [Text(f"ACL of the lock directory: {shown}", style="dim")]
+    shown = ", ".join(f"{e['id']}={e['perms']}" for e in acl)  # ids are foreign text
+    return [text(f"ACL of the lock directory: {shown}", style="dim", limit=None)]
 
 
 def _console() -> Console:
@@ -256,7 +265,8 @@ def _hint_not_a_lock(client: Client, path: str, console: Console) -> None:
     below = [summary.path for summary in locks if summary.path != path]
     if below:
         shown = ", ".join(below[:3]) + (" ..." if len(below) > 3 else "")
-        console.print(Text(f"(locks below it: {shown}; see `zklocks ls {path}`)", style="dim"))
+        hint = f"(locks below it: {shown}; see `zklocks ls {path}`)"
+        console.print(text(hint, style="dim", limit=None))
 
 
 def _watch(client: Client, path: str, as_json: bool) -> None:
@@ -358,7 +368,7 @@ def ls(root: str, as_json: bool, hosts: str, connect_timeout: float, security: S
         return
     console = _console()
     if not summaries:
-        console.print(f"no locks under {root}")
+        console.print(text(f"no locks under {root}", limit=None))
         return
     _print(console, _ls_table(summaries))
 
@@ -382,5 +392,6 @@ def _ls_table(summaries: Sequence[LockSummary]) -> Table:
     table.add_column("token", justify="right")
     for s in summaries:
         tokens = ", ".join(map(str, s.tokens[:3])) + (" …" if len(s.tokens) > 3 else "")
-        table.add_row(s.path, s.kind, str(s.holders), str(s.waiters), tokens or "-")
+        path = text(s.path, limit=None)
+        table.add_row(path, text(s.kind), str(s.holders), str(s.waiters), tokens or "-")
     return table

@@ -8,7 +8,9 @@ Only the primitives live here; ``codec`` composes them into requests and replies
 * ``vector<T>`` is an ``int`` count (``-1`` = null) followed by the elements.
 
 Readers take the buffer and an offset and return ``(value, new_offset)``; they work on
-``bytes`` and ``bytearray`` alike, so a frame is decoded in place without a copy.
+``bytes`` and ``bytearray`` alike, so a frame is decoded in place without a copy. Bytes
+that are not a record (cut short, a string that is not UTF-8) raise ``JuteError`` and
+nothing else, so a caller has one error to catch for a broken peer.
 """
 
 from __future__ import annotations
@@ -100,7 +102,16 @@ def read_string(buf: Buffer, offset: int) -> tuple[str | None, int]:
     end = offset + length
     if end > len(buf):
         raise JuteError(f"truncated string: {length} bytes at offset {offset}, have {len(buf)}")
-    return str(buf[offset:end], "utf-8"), end
+    return _utf8(buf[offset:end]), end
+
+
+def _utf8(raw: Buffer) -> str:
+    try:
+        return str(raw, "utf-8")
+    except UnicodeDecodeError as exc:
+        why = f"a string that is not UTF-8: {exc.reason} at byte {exc.start}"
+    # raised out here: the UnicodeDecodeError (which holds a view of the frame) is gone
+    raise JuteError(why)
 
 
 def read_string_vector(buf: Buffer, offset: int) -> tuple[list[str], int]:
@@ -117,7 +128,7 @@ def read_string_vector(buf: Buffer, offset: int) -> tuple[list[str], int]:
         end = offset + length
         if length < 0 or end > size:
             raise JuteError("bad string in vector")
-        append(str(buf[offset:end], "utf-8"))
+        append(_utf8(buf[offset:end]))
         offset = end
     return items, offset
 

@@ -29,8 +29,13 @@ zxid seen, the client's watch table and the auth credentials. Each TCP connectio
 
 ZooKeeper answers one connection's requests in order, so the round keeps one FIFO of
 numbered requests and checks each reply's xid against its head; a mismatch is a protocol
-error (``MarshallingError``) and the caller must drop the connection. Replies with the
-reserved xids (ping -2, auth -4, setWatches -8) have FIFOs of their own: the server
+error (``ReceiveError``, a ``MarshallingError``) and the caller must drop the connection.
+Bytes that break the protocol never lose a request: the events completed before them
+ride on the error (``ReceiveError.events``, the caller delivers them), a request whose
+reply cannot be decoded stays pending (``disconnect()`` returns it), and the round is
+broken from then on (every later ``receive()`` raises) until the next ``connect()``.
+
+Replies with the reserved xids (ping -2, auth -4, setWatches -8) have FIFOs of their own: the server
 answers auth packets as soon as it reads them, ahead of requests still in its pipeline.
 
 Nothing here reads a clock or touches a socket; time-keeping (ping interval, read
@@ -39,6 +44,7 @@ deadline, send times) is the connection's job.
 
 from __future__ import annotations
 
+import struct
 from collections import deque
 from collections.abc import Sequence
 from typing import Any
@@ -68,6 +74,7 @@ __all__ = [
     "Event",
     "Expired",
     "Notification",
+    "ReceiveError",
     "Reply",
     "Session",
 ]
@@ -143,6 +150,18 @@ class Notification:
 Event = Established | Expired | Reply | Notification
 
 
+class ReceiveError(MarshallingError):
+    """``receive()`` met bytes that break the protocol: drop the connection.
+
+    ``events`` were completed by the bytes before the broken ones; they are real answers
+    and notifications, and the caller must still deliver them.
+    """
+
+    def __init__(self, message: str, events: list[Event]) -> None:
+        super().__init__(message)
+        self.events = events
+
+
 class _Pending:
     __slots__ = ("decode", "nonode_watch", "ok_watch", "path", "token", "watcher", "xid")
 
@@ -191,6 +210,7 @@ class Session:
         self._buf = bytearray()
         self._handshaking = False
         self._connected = False
+        self._broken = ""  # why this round's bytes broke the protocol ("" while they don't)
         self._pending: deque[_Pending] = deque()
         self._pings: deque[Any] = deque()
         self._auths: deque[tuple[Any, tuple[str, bytes] | None]] = deque()
@@ -235,7 +255,9 @@ class Session:
         return self.watches.drain()
 
     def _reset_round(self) -> None:
-        self._buf.clear()
+        # A new buffer, not clear(): an error's traceback may still hold a view of the old.
+        self._buf = bytearray()
+        self._broken = ""
         self._handshaking = False
         self._connected = False
         self._pending.clear()
@@ -322,9 +344,14 @@ class Session:
     def receive(self, data: bytes) -> list[Event]:
         """Feed bytes read from the connection; returns the events they complete.
 
-        Raises ``MarshallingError`` on bytes that break the protocol (the connection
-        must then be dropped; the session itself stays usable).
+        Raises ``ReceiveError`` (a ``MarshallingError``) on bytes that break the protocol,
+        and on every call after that in this round: the connection must then be dropped
+        (the session itself stays usable). The error carries the events completed before
+        the broken bytes; a request whose reply could not be read stays in flight, so
+        ``disconnect()`` returns it with the others.
         """
+        if self._broken:
+            raise ReceiveError(f"the connection is broken: {self._broken}", [])
         buf = self._buf
         buf += data
         events: list[Event] = []
@@ -350,8 +377,12 @@ class Session:
                 finally:
                     frame.release()
                 pos = end
-        except JuteError as exc:
-            raise MarshallingError(f"malformed reply: {exc}") from exc
+        except MarshallingError as exc:
+            self._broken = str(exc)
+            raise ReceiveError(self._broken, events) from exc
+        except (JuteError, struct.error) as exc:
+            self._broken = f"malformed reply: {exc}"
+            raise ReceiveError(self._broken, events) from exc
         if pos:
             del buf[:pos]
         return events
@@ -413,15 +444,19 @@ class Session:
         if not pending or pending[0].xid != xid:
             expected = pending[0].xid if pending else None
             raise MarshallingError(f"reply xid {xid} out of order (expected {expected})")
-        p = pending.popleft()
+        p = pending[0]
         if err:
+            pending.popleft()
             if err == _NO_NODE and p.decode in codec.EXISTS_DECODERS:
                 # exists: absence is an answer, and the server has set an exist watch.
                 if p.watcher is not None and p.nonode_watch is not None:
                     self.watches.add(p.nonode_watch, p.path or "/", p.watcher)
                 return Reply(p.token, True, None)
             return Reply(p.token, False, error_for_code(err, path=p.path))
+        # Decoded before it leaves the FIFO: a reply that cannot be read leaves the
+        # request in flight, and disconnect() hands it back to be failed.
         value = p.decode(frame, 16, self.chroot)
+        pending.popleft()
         if p.decode is codec.decode_multi:
             return self._multi_reply(p.token, value)
         if p.watcher is not None and p.ok_watch is not None:

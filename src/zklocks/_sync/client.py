@@ -9,6 +9,7 @@ from ssl import SSLContext
 from types import TracebackType
 from typing import Any, Protocol
 
+from zklocks import _validate
 from zklocks._errors import ClientClosed, InvalidArgument
 from zklocks._flow import Acquired, Flow
 from zklocks._holdings import LockConfig
@@ -79,6 +80,8 @@ class Client(LockMaker[Lock, ReadWriteLock]):
         ssl: bool | SSLContext | None = None,
         session_factory: SessionFactory | None = None,
     ) -> None:
+        if session_factory is None:  # (a factory of its own decides what hosts means)
+            _validate.hosts(hosts)  # a bad connect string fails here, not at start()
         super().__init__(hosts, session_timeout, connect_timeout, auth=auth, acl=acl, ssl=ssl)
         if session_factory is not None and (self._credentials or self._acl or self._ssl):
             raise InvalidArgument(

@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 import time
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal, overload
 
 from zklocks import _flow, _validate
 from zklocks._contenders import Contender, list_contenders
@@ -38,15 +38,27 @@ class Lock(LockCore[Lease]):
         super().__init__(config)
         self._client = client
 
-    def acquire(self, timeout: float | None = None, *, blocking: bool = True) -> Lease:
+    @overload
+    def acquire(self, timeout: float | None = None, *, blocking: Literal[True] = True) -> Lease: ...
+
+    @overload
+    def acquire(self, timeout: None = None, *, blocking: Literal[False]) -> Lease | None: ...
+
+    @overload
+    def acquire(self, timeout: float | None = None, *, blocking: bool) -> Lease | None: ...
+
+    def acquire(self, timeout: float | None = None, *, blocking: bool = True) -> Lease | None:
         """Block until held (or ``timeout`` seconds pass) and return the lease.
 
         Raises ``LockTimeout`` (a ``TimeoutError``) when the time runs out, with our node
         deleted; ``AlreadyHeld`` if this thread holds it and it is not reentrant.
+        ``blocking=False`` is ``try_acquire()``: the lease, or None without waiting (a
+        timeout then makes no sense, as for ``threading.Lock``).
         """
-        lease = self._acquire(_validate.timeout(timeout), blocking=blocking)
-        assert lease is not None
-        return lease
+        if not blocking:
+            _validate.no_timeout_when_not_blocking(timeout)
+            return self._acquire(None, blocking=False)
+        return self._acquire(_validate.timeout(timeout), blocking=True)
 
     def try_acquire(self) -> Lease | None:
         """The lease if the lock can be had without waiting for another holder, else None."""

@@ -1,0 +1,57 @@
+"""The one gate between what the server says and the operator's terminal.
+
+Node names, identifiers and hosts are written by whoever can reach the ensemble. Printed
+as they are, an ESC or C1 byte would drive the terminal: OSC sets the window title or
+(OSC 52) the clipboard, DCS and CSI (ESC ``[`` or U+009B) move the cursor and repaint
+what the operator reads. Printed through rich, ``[blink]`` would be markup. So every
+command passes such text through ``clean`` (plain output) or ``text`` (rich output):
+
+* a character that is not printable (``str.isprintable``: controls, C1, format
+  characters such as bidi overrides, lone surrogates, unassigned code points, separators
+  other than the space) is shown escaped, ``\\x1b``, ``\\x9b``, ``\\u202e``;
+* ``text`` returns a rich ``Text``, which rich never reads as markup.
+
+``--json`` needs neither: ``json.dumps`` escapes every non-ASCII character.
+"""
+
+from __future__ import annotations
+
+from rich.text import Text
+
+#: A longer value is cut (with its length said): one node's data may be a megabyte.
+LIMIT = 200
+
+
+def clean(value: object, *, newlines: bool = False, limit: int | None = LIMIT) -> str:
+    """``value`` as text that is safe to print: unprintable characters escaped.
+
+    ``newlines=True`` keeps line breaks (a message of several lines we wrote ourselves);
+    ``limit`` cuts a long value (``None``: never).
+    """
+    text = value if isinstance(value, str) else str(value)
+    if limit is not None and len(text) > limit:
+        text = text[: limit - 1] + f"… ({len(text)} characters)"
+    if text.isprintable():
+        return text
+    return "".join(_shown(ch, newlines) for ch in text)
+
+
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _shown(ch: str, newlines: bool) -> str:
+    if ch.isprintable() or (newlines and ch == "\n"):
+        return ch
+    if ch in _NAMED:
+        return _NAMED[ch]
+    code = ord(ch)
+    if code <= 0xFF:
+        return f"\\x{code:02x}"
+    if code <= 0xFFFF:
+        return f"\\u{code:04x}"
+    return f"\\U{code:08x}"
+
+
+def text(value: object, style: str = "", *, limit: int | None = LIMIT) -> Text:
+    """``value`` cleaned, as rich ``Text`` (never parsed as markup)."""
+    return Text(clean(value, limit=limit), style=style)
