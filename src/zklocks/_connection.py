@@ -21,7 +21,10 @@ that needs a clock, a socket or a callback:
   ``ConnectionLossError`` (the server may or may not have applied it; the caller
   decides); requests submitted meanwhile wait in a queue. Hosts are tried in turn
   (shuffled once at start), starting with the one after the host that failed, each
-  attempt bounded by ``connect_timeout``. On the new connection the session is resumed
+  attempt bounded by ``connect_timeout`` and by a share of the time left, so a member
+  that accepts TCP and never answers cannot use it all. A connection that died young
+  is followed by a capped, jittered, doubling backoff (a broken server must not cost a
+  reconnect per round trip). On the new connection the session is resumed
   with its id, password and last zxid; then auth is re-sent and every watch restored
   with setWatches before the queue is flushed.
 * **Expiry.** The session is LOST when a server says so during the handshake, or when
@@ -33,7 +36,8 @@ that needs a clock, a socket or a callback:
 * **Lease time.** ``last_answered_sent`` is the ``time.monotonic()`` at which the most
   recently answered request (pings and the handshake included) was sent: the server
   heard from us no earlier than that, so the session lives at least until that instant
-  plus the session timeout.
+  plus the session timeout — on a standalone server. On an ensemble a lease counts from
+  ``lease_sent`` instead (see that property).
 """
 
 from __future__ import annotations
@@ -94,6 +98,8 @@ log = logging.getLogger("zklocks.connection")
 _CLOSE_REPLY_TIMEOUT = 2.0  # how long close() waits for the closeSession answer
 _BACKOFF_MIN = 0.02
 _BACKOFF_MAX = 1.0
+_MERGE_ANSWERS = 0.005  # answers closer than this share one entry of the proof history
+_DEFAULT_LAG_SHARE = 4  # on an ensemble, ensemble_lag defaults to session_timeout / 4
 
 
 class SessionState(enum.Enum):
@@ -165,6 +171,7 @@ class Connection:
         connect_timeout: float | None = None,
         randomize_hosts: bool = True,
         max_request_size: int = DEFAULT_MAX_BUFFER,
+        ensemble_lag: float | None = None,
     ) -> None:
         addresses, chroot = codec.parse_hosts(hosts)
         if randomize_hosts:
@@ -201,6 +208,17 @@ class Connection:
         self.last_host: str | None = None
         # why an attempt to each host failed, when it says more than "no answer" (TLS)
         self._failure_reasons: dict[str, str] = {}
+        # The lease rule on an ensemble (see ``lease_sent``). Until start() has learnt
+        # whether the server is one of an ensemble, assume the worst: nothing is proven.
+        self._lag_option = ensemble_lag
+        self._lag = session_timeout if ensemble_lag is None else ensemble_lag
+        self._answers: deque[tuple[float, float]] = deque()  # (sent, answered), unproven
+        self._proven_sent: float | None = None
+        self._handshake_sent: float | None = None
+        self._reconnect_backoff = _BACKOFF_MIN
+        self._connected_at = 0.0
+        self.ensemble: bool | None = None  # None: not known (yet)
+        self.chroot_exists: bool | None = None  # None: no chroot, or not known
 
     # ------------------------------------------------------------ public state
 
@@ -225,6 +243,30 @@ class Connection:
     @property
     def chroot(self) -> str:
         return self._session.chroot
+
+    @property
+    def ensemble_lag(self) -> float:
+        """Seconds by which an ensemble member's answers may outrun the leader's timer."""
+        return self._lag
+
+    @property
+    def lease_sent(self) -> float | None:
+        """The send time of the latest answer the session's *timer* has surely counted.
+
+        On a standalone server that is ``last_answered_sent``. On an ensemble only the
+        leader times sessions, and a member cut off from it goes on answering for up to
+        syncLimit x tickTime before it gives up (a follower relays our touches only in
+        its replies to the leader's pings): so an answer counts once the same connection
+        has brought another answer ``ensemble_lag`` seconds later (the member was still
+        following then), and a handshake counts ``ensemble_lag`` early (the leader
+        revalidated the session, but that leader may be about to lose its quorum).
+        See docs/locks.md, "What lost guarantees on an ensemble".
+        """
+        proven = self._proven_sent
+        if self._handshake_sent is None:
+            return proven
+        handshake = self._handshake_sent - self._lag
+        return handshake if proven is None else max(proven, handshake)
 
     @property
     def hosts(self) -> list[str]:
@@ -416,6 +458,7 @@ class Connection:
                 last = self.last_answered_sent
                 if last is None or sent > last:
                     self.last_answered_sent = sent
+                self._prove(sent, self._last_recv)
                 if future is None:
                     if not event.ok and isinstance(event.value, AuthFailedError):
                         # Credentials it accepted before are refused now: like the Java
@@ -436,6 +479,27 @@ class Connection:
             elif not wire.handshake.done():
                 assert isinstance(event, Established | Expired)
                 wire.handshake.set_result(event)
+
+    def _prove(self, sent: float, answered: float) -> None:
+        """Record an answer; prove the ones ``ensemble_lag`` older (see ``lease_sent``)."""
+        lag = self._lag
+        proven = self._proven_sent
+        if lag <= 0:
+            if proven is None or sent > proven:
+                self._proven_sent = sent
+            return
+        answers = self._answers
+        if answers and answered - answers[-1][1] < _MERGE_ANSWERS:
+            # Merged: the later answer time and the later send, so proven no sooner.
+            answers[-1] = (max(sent, answers[-1][0]), answered)
+        else:
+            answers.append((sent, answered))
+        cutoff = answered - lag
+        while answers and answers[0][1] <= cutoff:
+            first, _ = answers.popleft()
+            if proven is None or first > proven:
+                proven = first
+        self._proven_sent = proven
 
     def _notify(self, event: Notification) -> None:
         if not event.watchers:
@@ -500,6 +564,7 @@ class Connection:
             return
         if self._session.auth and not await self._auth_accepted():
             return  # _started has the failure; close() is under way
+        await self._probe(start_deadline)
         if not self._started.done():
             self._started.set_result(None)
         while not self._closing:
@@ -510,7 +575,75 @@ class Connection:
             if self._closing:
                 return
             self._disconnected(wire)
+            await self._back_off()
             await self._establish(None)
+
+    async def _back_off(self) -> None:
+        """After a drop: reconnect at once if the connection had lived, else wait.
+
+        A server that answers the handshake and then breaks every connection (a protocol
+        error, a proxy gone wrong) would otherwise cost a reconnect per round trip. The
+        wait is jittered, doubles up to ``_BACKOFF_MAX``, and never outlasts the session.
+        """
+        lived = time.monotonic() - self._connected_at
+        if lived >= self._ping_interval:
+            self._reconnect_backoff = _BACKOFF_MIN
+            return
+        backoff = self._reconnect_backoff
+        self._reconnect_backoff = min(backoff * 2, _BACKOFF_MAX)
+        pause = random.uniform(backoff / 2, backoff)
+        expiry = self._expiry_deadline()
+        if expiry is not None:
+            pause = min(pause, max(expiry - time.monotonic(), 0.0))
+        await asyncio.sleep(pause)
+
+    async def _probe(self, deadline: float) -> None:
+        """One round trip after the first handshake: is this an ensemble, is the chroot there?
+
+        ``/zookeeper/config`` lists the members of an ensemble and is empty on a
+        standalone server (which times sessions itself: no lag). A server that cannot
+        say (older than 3.5, or no answer in time) is taken for an ensemble.
+        """
+        chroot = self._session.chroot
+        requests: list[tuple[object, str | None]] = []
+        if self._lag_option is None:
+            requests.append((GetDataRequest("/zookeeper/config"), ""))
+        if chroot:
+            requests.append((ExistsRequest("/"), None))
+        if not requests:
+            return
+        loop = self._loop_or_running()
+        wire = self._wire
+        assert wire is not None
+        futures: list[asyncio.Future[Any]] = []
+        now = time.monotonic()
+        for request, root in requests:
+            future: asyncio.Future[Any] = loop.create_future()
+            futures.append(future)
+            self._write(self._session.request(request, (future, now), None, chroot=root))
+        # Until every answer, a dropped connection or the start deadline.
+        answered = asyncio.gather(*futures, return_exceptions=True)
+        await asyncio.wait(
+            (answered, wire.lost),
+            timeout=max(deadline - time.monotonic(), 0.001),
+            return_when=asyncio.FIRST_COMPLETED,
+        )
+        if not answered.done():
+            answered.cancel()
+            answered.add_done_callback(lambda f: f.cancelled() or f.exception())  # retrieved
+        ok = [f.done() and not f.cancelled() and f.exception() is None for f in futures]
+        results = [f.result() if good else None for f, good in zip(futures, ok, strict=True)]
+        if self._lag_option is None:
+            config = results.pop(0)
+            data = config.data if isinstance(config, NodeData) else None
+            self.ensemble = data is None or b"server." in data
+            self._lag = self.session_timeout / _DEFAULT_LAG_SHARE if self.ensemble else 0.0
+            if self._lag <= 0:  # standalone: every answer so far counts
+                self._answers.clear()
+                self._proven_sent = self.last_answered_sent
+            self._set_intervals(self.session_timeout)
+        if chroot and ok[-1]:
+            self.chroot_exists = results[-1] is not None
 
     def _disconnected(self, wire: _Wire) -> None:
         log.info("connection to %s lost (session %#x)", self.last_host, self.session_id)
@@ -556,16 +689,20 @@ class Connection:
             self._host_index += 1
             name = f"{host}:{port}"
             tried[name] = None
+            # Each attempt gets a share of the time left, so one member that accepts
+            # TCP but never answers (a frozen process) leaves time for the others.
             limit = self._attempt_timeout()
+            left_in_round = len(self._addresses) - failures % len(self._addresses)
             for bound in (expiry, deadline):
                 if bound is not None:
-                    limit = min(limit, bound - now)
+                    limit = min(limit, (bound - now) / left_in_round)
             outcome = await self._connect_one(host, port, max(limit, 0.001))
             if isinstance(outcome, Established):
                 return
             if isinstance(outcome, Expired):
                 self._expired(outcome.session_id, outcome.watchers)
                 backoff = _BACKOFF_MIN
+                self._reconnect_backoff = _BACKOFF_MIN
                 continue  # the server hung up; a new connection asks for a new session
             failures += 1
             if failures % len(self._addresses) == 0:
@@ -683,6 +820,11 @@ class Connection:
         if isinstance(event, Established):
             # the handshake is an answered request: the server heard us no earlier
             self.last_answered_sent = sent
+            if not event.resumed:
+                self._proven_sent = None  # a new session: its own timer, from now on
+            self._handshake_sent = sent
+            self._answers.clear()  # what the last member answered proves nothing here
+            self._connected_at = time.monotonic()
         return event
 
     def _established(self, wire: _Wire, event: Established) -> None:
@@ -690,8 +832,7 @@ class Connection:
         self._wire = wire
         self._transport = wire.transport
         timeout = event.timeout_ms / 1000
-        self._ping_interval = timeout / 3
-        self._read_timeout = timeout * 2 / 3
+        self._set_intervals(timeout)
         now = time.monotonic()
         self._last_recv = now
         for frame in self._session.restore((None, now)):
@@ -710,6 +851,14 @@ class Connection:
             timeout,
         )
         self._set_state(SessionState.CONNECTED)
+
+    def _set_intervals(self, timeout: float) -> None:
+        # A lease lasts from the last *proven* answer, which is up to ``ensemble_lag``
+        # plus a ping interval old: ping often enough that a healthy session's lease
+        # never runs out between two pings (timeout > lag + 2 x interval).
+        lag = self._lag
+        self._ping_interval = (timeout - lag) / 3 if 0 < lag < timeout else timeout / 3
+        self._read_timeout = timeout * 2 / 3
 
     # ------------------------------------------------------------ the liveness timer
 

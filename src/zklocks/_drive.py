@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from zklocks._ops import TIMED_OUT, Create, GetData, Gone, NodeData, Pipeline, Reply, Stat
+from zklocks._ops import TIMED_OUT, Create, GetData, Gone, NodeData, Op, Pipeline, Reply, Stat
 from zklocks._protocol.constants import Perm
 from zklocks._protocol.errors import (
     ClientClosedError,
@@ -22,6 +22,20 @@ def pipeline_deadline(op: Pipeline) -> float | None:
     """A pipeline is sent as one: by the earliest deadline of its requests."""
     deadlines = [r.deadline for r in op.requests if r.deadline is not None]
     return min(deadlines) if deadlines else None
+
+
+def retry_too_late(op: Op, now: float) -> Reply | None:
+    """``TIMED_OUT`` (per request of a pipeline) for a retry past its deadline, else None."""
+    if isinstance(op, Pipeline):
+        deadline = pipeline_deadline(op)
+        retry = any(request.retry for request in op.requests)
+        if retry and deadline is not None and now >= deadline:
+            return tuple(TIMED_OUT for _ in op.requests)
+        return None
+    deadline = getattr(op, "deadline", None)
+    if getattr(op, "retry", False) and deadline is not None and now >= deadline:
+        return TIMED_OUT
+    return None
 
 
 def ancestors(path: str) -> list[str]:

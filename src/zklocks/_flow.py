@@ -37,7 +37,12 @@ Queued kinds (fair lock, read, write, semaphore lease):
    KeyboardInterrupt, task cancellation. If the create was in flight and its fate is
    unknown, find our node by attempt token and delete it. Cleanup requests carry no
    deadline: a connection loss during cleanup is retried after reconnect (an orphan
-   would block everyone), and a session expiry means the server has removed it already.
+   would block everyone) up to ``CLEANUP_RETRIES`` times in a row (a server that breaks
+   every connection must not keep the caller for ever), and a session expiry means the
+   server has removed it already. Every other request carries the call's deadline, and
+   one yielded again after a failure is marked ``retry``: the drivers never send a retry
+   after the deadline, so every retry loop ends there (a first try still goes out while
+   connected: ``timeout=0`` on a free lock succeeds).
 
 One-node exclusive lock (``fair=False``, seed 000): create the ephemeral node ``lock``
 (its data names our attempt), pipelined with ``getChildren`` of the lock path; if it
@@ -58,7 +63,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Generator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeAlias, TypeVar
 
 from zklocks import _nodes
@@ -98,6 +103,10 @@ from zklocks._strategies import Granted, Refused, WaitFor, decide
 Flow: TypeAlias = Generator[Op, Any, Any]
 T = TypeVar("T")
 log = logging.getLogger("zklocks.lock")
+
+CLEANUP_RETRIES = 2
+"""Cleanup requests wait for a connection as long as the session lives, and are sent
+again after a dropped connection; this many drops in a row mean a broken server."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,22 +201,21 @@ def _protected_create(spec: AcquireSpec, attempt: _Attempt) -> Generator[Op, Any
         deadline=spec.deadline,
         acl=spec.node_acl,
     )
-    requests: tuple[Create | GetChildren | GetACL, ...] = (
-        create,
-        GetChildren(spec.path, deadline=spec.deadline),
-    )
-    if spec.acl is not None:  # the directory's ACL, read in the same round trip
-        requests += (GetACL(spec.path, deadline=spec.deadline),)
+    listing = GetChildren(spec.path, deadline=spec.deadline)
+    first, again = _create_pipelines(spec, create, listing)
+    retry = parents_made = False
     while True:
         attempt.create_in_flight = True
-        replies = yield Pipeline(requests)
+        replies = yield (again if retry else first)
         created, children = replies[0], replies[1]
         if created is TIMED_OUT:
             attempt.create_in_flight = False
             raise LockTimeout(f"timed out waiting for a connection to lock {spec.path}")
         if isinstance(created, NoNodeError):
             attempt.create_in_flight = False
-            yield from _create_parents(spec)
+            yield from _create_parents(spec, retry=parents_made)
+            # The create right after making the parents is still the first try.
+            retry, parents_made = parents_made, True
             continue
         if isinstance(created, Created):
             attempt.node = created.path
@@ -217,22 +225,37 @@ def _protected_create(spec: AcquireSpec, attempt: _Attempt) -> Generator[Op, Any
             attempt.children = children if isinstance(children, list) else (yield from _list(spec))
             return created
         if isinstance(created, ConnectionLossError | SessionExpiredError):
-            adopted = yield from _find_own_node(spec, attempt)
+            adopted = yield from _find_own_node(spec, attempt, spec.deadline)
             attempt.create_in_flight = False
             if adopted is not None:
                 if spec.acl is not None:  # raises; the caller's cleanup deletes our node
                     yield from _check_directory(spec, spec.acl, None, adopted.path)
                 return adopted
+            retry = True
             continue
         attempt.create_in_flight = False
         raise _unexpected(created, spec.path, "create")
 
 
-def _find_own_node(spec: AcquireSpec, attempt: _Attempt) -> Generator[Op, Any, Created | None]:
-    """After a create of unknown fate: our node if it exists in our session, else None."""
+def _find_own_node(
+    spec: AcquireSpec, attempt: _Attempt, deadline: float | None = None
+) -> Generator[Op, Any, Created | None]:
+    """After a create of unknown fate: our node if it exists in our session, else None.
+
+    Within an acquire it observes the call's ``deadline``. In cleanup (no deadline) it
+    gives up after ``CLEANUP_RETRIES`` dropped connections in a row: a server that breaks
+    every connection would otherwise keep the caller for ever.
+    """
+    losses = 0
+    retry = deadline is not None  # within an acquire: it follows a failed create
     while True:
-        children = yield GetChildren(spec.path)
+        children = yield GetChildren(spec.path, deadline=deadline, retry=retry)
+        if children is TIMED_OUT:
+            raise LockTimeout(f"timed out waiting for a connection to lock {spec.path}")
         if isinstance(children, ConnectionLossError):
+            losses += 1
+            if deadline is None and losses > CLEANUP_RETRIES:
+                return None
             continue
         if isinstance(children, SessionExpiredError | NoNodeError):
             return None  # an expired session took the node with it
@@ -242,13 +265,18 @@ def _find_own_node(spec: AcquireSpec, attempt: _Attempt) -> Generator[Op, Any, C
         if not ours:
             return None
         path = f"{spec.path}/{ours[0]}"
-        stat = yield Exists(path)
+        stat = yield Exists(path, deadline=deadline, retry=retry)
+        if stat is TIMED_OUT:
+            raise LockTimeout(f"timed out waiting for a connection to lock {spec.path}")
         session = yield SessionId()
         if isinstance(stat, Stat) and stat.ephemeral_owner == session:
             attempt.node = path
             attempt.children = children
             return Created(path, stat)
         if isinstance(stat, ConnectionLossError):
+            losses += 1
+            if deadline is None and losses > CLEANUP_RETRIES:
+                return None
             continue
         yield from _delete(path)  # left by an older session of ours: not ours to adopt
         return None
@@ -334,8 +362,9 @@ def _granted_without(me: _nodes.NodeName, line: list[_nodes.NodeName], name: str
 def _await_deletion(spec: AcquireSpec, decision: WaitFor) -> Generator[Op, Any, str | None]:
     """Wait until a blocker is deleted: its name, or None if our session expired."""
     blockers = tuple(f"{spec.path}/{name}" for name in decision.nodes)
+    retry = False
     while True:
-        reply = yield AwaitDeletion(blockers, deadline=spec.deadline)
+        reply = yield AwaitDeletion(blockers, deadline=spec.deadline, retry=retry)
         if isinstance(reply, Gone):
             return reply.node.rsplit("/", 1)[1]
         if reply is TIMED_OUT:
@@ -343,13 +372,15 @@ def _await_deletion(spec: AcquireSpec, decision: WaitFor) -> Generator[Op, Any, 
         if isinstance(reply, SessionExpiredError):
             return None
         if isinstance(reply, ConnectionLossError):
+            retry = True
             continue
         raise _unexpected(reply, spec.path, "watch")
 
 
 def _list(spec: AcquireSpec) -> Generator[Op, Any, list[str]]:
+    retry = False
     while True:
-        children = yield GetChildren(spec.path, deadline=spec.deadline)
+        children = yield GetChildren(spec.path, deadline=spec.deadline, retry=retry)
         if isinstance(children, list):
             return children
         if children is TIMED_OUT:
@@ -357,6 +388,7 @@ def _list(spec: AcquireSpec) -> Generator[Op, Any, list[str]]:
         if isinstance(children, SessionExpiredError | NoNodeError):
             return []  # our node is gone with the session (or the path): start over
         if isinstance(children, ConnectionLossError):
+            retry = True
             continue
         raise _unexpected(children, spec.path, "list")
 
@@ -368,28 +400,32 @@ def _acquire_single_node(spec: AcquireSpec) -> Generator[Op, Any, Acquired | Non
     node = f"{spec.path}/{_nodes.SINGLE_NODE}"
     create = Create(node, spec.data, ephemeral=True, deadline=spec.deadline, acl=spec.node_acl)
     listing = GetChildren(spec.path, deadline=spec.deadline)
-    requests: tuple[Create | GetChildren | GetACL, ...] = (create, listing)
-    if spec.acl is not None:  # the directory's ACL, read in the same round trip
-        requests += (GetACL(spec.path, deadline=spec.deadline),)
+    first, again = _create_pipelines(spec, create, listing)
     attempt = _Attempt()
+    retry = parents_made = False
     ours: Acquired | None = None  # our node exists, not yet checked against the queue
     try:
         while True:
             attempt.create_in_flight = True
-            replies = yield Pipeline(requests)
+            replies = yield (again if retry else first)
             created, children = replies[0], replies[1]
             directory = replies[2] if spec.acl is not None else None
             attempt.create_in_flight = False
+            retry = True  # unless it ends in a wait below, what follows is a retry
             if isinstance(created, Created):
                 ours = Acquired(node, created.stat.czxid, created.stat.ephemeral_owner)
             elif created is TIMED_OUT:
                 raise LockTimeout(f"timed out waiting for a connection to lock {spec.path}")
             elif isinstance(created, NoNodeError):
-                yield from _create_parents(spec)
+                yield from _create_parents(spec, retry=parents_made)
+                # The create right after making the parents is still the first try.
+                retry, parents_made = parents_made, True
                 continue
             elif isinstance(created, ConnectionLossError):
                 attempt.create_in_flight = True
-                owned = yield from _single_node_stat(node, attempt=spec.attempt)
+                owned = yield from _single_node_stat(
+                    node, attempt=spec.attempt, deadline=spec.deadline
+                )
                 attempt.create_in_flight = False
                 if owned is None:
                     continue
@@ -419,6 +455,7 @@ def _acquire_single_node(spec: AcquireSpec) -> Generator[Op, Any, Acquired | Non
             if not spec.blocking:
                 return None
             yield from _await_deletion(spec, WaitFor((_nodes.SINGLE_NODE,)))
+            retry = False  # woken: a fresh try
     except BaseException:
         if ours is not None:
             yield from _shielded(_delete_single_node(node, token=ours.token))
@@ -428,13 +465,20 @@ def _acquire_single_node(spec: AcquireSpec) -> Generator[Op, Any, Acquired | Non
 
 
 def _single_node_stat(
-    node: str, *, attempt: str = "", token: int = 0
+    node: str, *, attempt: str = "", token: int = 0, deadline: float | None = None
 ) -> Generator[Op, Any, Stat | None]:
     """The one-node lock's stat if it is ours: our current session's, and our attempt's
-    (by the attempt token in its data) or our grant's (by its creation zxid)."""
+    (by the attempt token in its data) or our grant's (by its creation zxid). Observes
+    ``deadline``; without one, gives up (None) after ``CLEANUP_RETRIES`` drops in a row."""
+    losses = 0
     while True:
-        reply = yield GetData(node)
+        reply = yield GetData(node, deadline=deadline, retry=deadline is not None)
+        if reply is TIMED_OUT:
+            raise LockTimeout(f"timed out waiting for a connection to lock {node}")
         if isinstance(reply, ConnectionLossError):
+            losses += 1
+            if deadline is None and losses > CLEANUP_RETRIES:
+                return None
             continue
         if not isinstance(reply, NodeData):
             return None
@@ -452,7 +496,7 @@ def _delete_single_node(
 ) -> Generator[Op, Any, bool]:
     """Delete the one-node lock only while it is ours; re-check before every retry."""
     checked_locally = False
-    while True:
+    for _ in range(CLEANUP_RETRIES + 1):
         if owner and not checked_locally:
             checked_locally = True
             if (yield SessionId()) != owner:
@@ -467,22 +511,25 @@ def _delete_single_node(
         if not isinstance(reply, ConnectionLossError):
             raise _unexpected(reply, node, "delete")
         # the delete may have been applied before the connection dropped: check again
+    return False  # every connection broke under it: a broken server, not a dropped link
 
 
 # -- shared steps -----------------------------------------------------------------------
 
 
-def _create_parents(spec: AcquireSpec) -> Generator[Op, Any, None]:
+def _create_parents(spec: AcquireSpec, *, retry: bool = False) -> Generator[Op, Any, None]:
     """Make the lock path; the caller then creates again, whatever happened here.
 
     A lost connection, an expired session (the next create uses the new one) or an
     ancestor container reaped meanwhile all mean: try the create again.
     """
-    reply = yield CreateParents(spec.path, deadline=spec.deadline, acl=spec.node_acl)
+    reply = yield CreateParents(
+        spec.path, deadline=spec.deadline, retry=retry, acl=spec.node_acl
+    )
     if reply is TIMED_OUT:
         raise LockTimeout(f"timed out waiting for a connection to lock {spec.path}")
-    retry = ConnectionLossError | SessionExpiredError | NoNodeError
-    if isinstance(reply, ZooKeeperError) and not isinstance(reply, retry):
+    try_again = ConnectionLossError | SessionExpiredError | NoNodeError
+    if isinstance(reply, ZooKeeperError) and not isinstance(reply, try_again):
         raise _unexpected(reply, spec.path, "create")
 
 
@@ -516,8 +563,19 @@ def _read_acl(spec: AcquireSpec, path: str, reply: Any) -> Generator[Op, Any, tu
             raise LockTimeout(f"timed out waiting for a connection to lock {spec.path}")
         if reply is not None and not isinstance(reply, ConnectionLossError | SessionExpiredError):
             raise _unexpected(reply, path, "getACL")
-        reply = yield GetACL(path, deadline=spec.deadline)
+        reply = yield GetACL(path, deadline=spec.deadline, retry=reply is not None)
     return reply.entries
+
+
+def _create_pipelines(
+    spec: AcquireSpec, create: Create, listing: GetChildren
+) -> tuple[Pipeline, Pipeline]:
+    """(first try, retry) of a create pipeline; with an ACL it also reads the directory's
+    ACL in the same round trip (``_check_directory``)."""
+    requests: tuple[Create | GetChildren | GetACL, ...] = (create, listing)
+    if spec.acl is not None:
+        requests += (GetACL(spec.path, deadline=spec.deadline),)
+    return Pipeline(requests), Pipeline(tuple(replace(r, retry=True) for r in requests))
 
 
 def _shielded(steps: Generator[Op, Any, T]) -> Generator[Op, Any, T]:
@@ -560,7 +618,7 @@ def _cleanup(spec: AcquireSpec, attempt: _Attempt) -> Generator[Op, Any, None]:
 
 
 def _delete(node: str) -> Generator[Op, Any, bool]:
-    while True:
+    for _ in range(CLEANUP_RETRIES + 1):
         reply = yield Delete(node)
         if reply is None:
             return True
@@ -568,6 +626,7 @@ def _delete(node: str) -> Generator[Op, Any, bool]:
             return False  # gone already, or the server removes it as the session ends
         if not isinstance(reply, ConnectionLossError):
             raise _unexpected(reply, node, "delete")
+    return False  # every connection broke under it: a broken server, not a dropped link
 
 
 def _unexpected(reply: object, path: str, operation: str = "access") -> LockError:

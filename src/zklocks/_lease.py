@@ -8,7 +8,12 @@ server may expire our session, delete our node and grant the lock to someone els
 
     last_answered_sent + session_timeout
 
-measured on our own monotonic clock. ``lost`` is true from that instant on, whether or
+measured on our own monotonic clock. That holds where the server that answers is the
+one that times the session (a standalone server). On an ensemble only the leader times
+sessions and a member cut off from it goes on answering for a while, so the session's
+``last_answered_sent`` fact is then the connection's ``lease_sent``: an earlier answer
+the leader has surely counted (see ``Connection.lease_sent`` and docs/locks.md, "What
+lost guarantees on an ensemble"). ``lost`` is true from that instant on, whether or
 not we have noticed a disconnection: a process that was paused (SIGSTOP, a long GC, a
 suspended VM) learns it on its first look at the clock, before it reconnects. While the
 connection is down but that instant has not come, the lease is ``suspended``.
@@ -32,6 +37,10 @@ if TYPE_CHECKING:
 LostCallback = Callable[["LeaseBase"], None]
 
 
+def _never() -> bool:
+    return False
+
+
 def loss_deadline(last_answered_sent: float | None, session_timeout: float) -> float | None:
     """The instant (driver's monotonic clock) from which the server may have expired us."""
     if last_answered_sent is None:
@@ -47,6 +56,9 @@ class SessionFacts:
     session_timeout: Callable[[], float]
     last_answered_sent: Callable[[], float | None]
     connected: Callable[[], bool]
+    # True on an ensemble: the lease's instant can pass while the connection is still
+    # up (a member cut off from the leader goes on answering), so it is timed then too.
+    lagging: Callable[[], bool] = _never
 
 
 class LeaseBase:
@@ -197,7 +209,9 @@ class LeaseKeeper:
     waiting for its reply, ``NODE_WATCH_DELAY`` after the grant, so a grant costs no
     extra round trip), marks every lease lost when the session expires or the client
     stops, and while cut off arms one timer for the instant the server may have expired
-    us (``loss_deadline``).
+    us (``loss_deadline``). On an ensemble (``SessionFacts.lagging``) that instant can
+    come while still connected, so the timer also runs then, re-armed at each firing
+    while a lease is held (one timer per client, firing about once a ping interval).
     """
 
     def __init__(self, facts: Callable[[], SessionFacts | None], schedule: Scheduler) -> None:
@@ -205,6 +219,8 @@ class LeaseKeeper:
         self._schedule = schedule
         self._leases: weakref.WeakSet[LeaseBase] = weakref.WeakSet()
         self._cancel_timer: Cancel | None = None
+        self._timer_mutex = threading.Lock()  # track() arms from the caller's thread
+        self._connected = False
 
     def track(self, lease: LeaseBase, watch_node: Callable[[str, Watcher], None]) -> None:
         """Start watching ``lease``; ``watch_node`` sets an exists-watch on its node."""
@@ -227,6 +243,8 @@ class LeaseKeeper:
                 watch_node(lease.node, on_event)
 
         self._schedule(NODE_WATCH_DELAY, arm)
+        if self._cancel_timer is None and self._timed_while_connected():
+            self._arm_timer()
 
     def on_state(self, state: SessionState) -> None:
         from zklocks._session import SessionState
@@ -236,9 +254,18 @@ class LeaseKeeper:
         elif state is SessionState.CLOSED:
             self.mark_all_lost("the client was stopped")
         elif state is SessionState.SUSPENDED:
+            self._connected = False
             self._arm_timer()
         elif state is SessionState.CONNECTED:
-            self._disarm_timer()
+            self._connected = True
+            if self._timed_while_connected():
+                self._arm_timer()
+            else:
+                self._disarm_timer()
+
+    def _timed_while_connected(self) -> bool:
+        facts = self._facts()
+        return self._connected and facts is not None and facts.lagging()
 
     def mark_all_lost(self, reason: str) -> None:
         self._disarm_timer()
@@ -252,8 +279,18 @@ class LeaseKeeper:
         deadline = loss_deadline(facts.last_answered_sent(), facts.session_timeout())
         if deadline is None:
             return
-        self._disarm_timer()
-        self._cancel_timer = self._schedule(max(0.0, deadline - facts.clock()), self.check_all)
+        with self._timer_mutex:
+            self._disarm_timer()
+            delay = max(0.0, deadline - facts.clock())
+            self._cancel_timer = self._schedule(delay, self._fire)
+
+    def _fire(self) -> None:
+        self.check_all()
+        live = any(not lease.ended and not lease.lost for lease in list(self._leases))
+        if live and self._timed_while_connected():
+            self._arm_timer()  # the instant moved on with newer answers: time it again
+        else:
+            self._cancel_timer = None
 
     def check_all(self) -> None:
         for lease in list(self._leases):

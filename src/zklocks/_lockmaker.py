@@ -24,6 +24,7 @@ class LockMaker(Generic[LockT, ReadWriteT]):
         hosts: str,
         session_timeout: float,
         connect_timeout: float,
+        ensemble_lag: float | None = None,
         *,
         auth: object = None,
         acl: object = "open",
@@ -34,6 +35,7 @@ class LockMaker(Generic[LockT, ReadWriteT]):
         self.hosts = hosts
         self.session_timeout = _validate.session_timeout(session_timeout)
         self.connect_timeout = _validate.session_timeout(connect_timeout)
+        self.ensemble_lag = None if ensemble_lag is None else _validate.ensemble_lag(ensemble_lag)
         # Security options (docs/security.md); the credentials' secrets stay out of reprs.
         self._credentials = _security.credentials(auth)
         self._acl = _security.acl_policy(acl, self._credentials)

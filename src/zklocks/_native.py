@@ -82,11 +82,16 @@ def reply_of(future: asyncio.Future[Any]) -> Reply:
 
 
 def facts_of(connection: Connection) -> SessionFacts:
-    """The facts a lease reads, straight from the connection (exact lease-loss rule)."""
+    """The facts a lease reads, straight from the connection.
+
+    The lease counts from ``lease_sent``: the last answer the session's timer has surely
+    counted (``last_answered_sent`` on a standalone server; earlier on an ensemble).
+    """
     return SessionFacts(
         clock=time.monotonic,
         session_timeout=lambda: connection.session_timeout,
-        last_answered_sent=lambda: connection.last_answered_sent,
+        last_answered_sent=lambda: connection.lease_sent,
+        lagging=lambda: connection.ensemble_lag > 0,
         connected=lambda: connection.state is SessionState.CONNECTED,
     )
 

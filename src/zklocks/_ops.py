@@ -28,6 +28,12 @@ A driver that cannot *send* the request by then (e.g. while reconnecting) replie
 sent is waited for until it is answered or fails with ``ConnectionLossError``.
 Cleanup requests carry ``None``: they wait for a connection as long as the session
 lives (if it expires, the server has removed our ephemeral nodes anyway).
+
+An operation yielded again after a failure carries ``retry=True``: a driver never sends
+a retry once its deadline has passed, connected or not, and replies ``TIMED_OUT``. A
+first try is still sent while connected (``timeout=0`` on a free lock succeeds), but a
+loop of fast failures (a deleted chroot, a server that breaks every connection) ends
+at the deadline.
 """
 
 from __future__ import annotations
@@ -103,6 +109,7 @@ class Create:
     sequential: bool = False
     container: bool = False
     deadline: float | None = None
+    retry: bool = False
     acl: tuple[ACL, ...] = ()
 
 
@@ -112,6 +119,7 @@ class Delete:
 
     path: str
     deadline: float | None = None
+    retry: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +128,7 @@ class GetChildren:
 
     path: str
     deadline: float | None = None
+    retry: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +137,7 @@ class GetData:
 
     path: str
     deadline: float | None = None
+    retry: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +146,7 @@ class Exists:
 
     path: str
     deadline: float | None = None
+    retry: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +155,7 @@ class CreateParents:
 
     path: str
     deadline: float | None = None
+    retry: bool = False
     acl: tuple[ACL, ...] = ()
 
 
@@ -153,6 +165,7 @@ class GetACL:
 
     path: str
     deadline: float | None = None
+    retry: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +174,7 @@ class AwaitDeletion:
 
     nodes: tuple[str, ...]
     deadline: float | None = None
+    retry: bool = False
 
 
 @dataclass(frozen=True, slots=True)

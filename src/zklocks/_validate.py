@@ -97,3 +97,12 @@ def session_timeout(value: object) -> float:
     if math.isinf(value):
         raise InvalidArgument("session_timeout must be finite")
     return float(value)
+
+
+def ensemble_lag(value: object) -> float:
+    """Seconds (finite, >= 0) by which an ensemble member may outrun the leader's timer."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidArgument(f"ensemble_lag must be a number of seconds or None, not {value!r}")
+    if not math.isfinite(value) or value < 0:
+        raise InvalidArgument(f"ensemble_lag must be finite and >= 0, not {value!r}")
+    return float(value)

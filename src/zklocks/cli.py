@@ -1,6 +1,6 @@
 """The ``zklocks`` command line: the group, and one module per command in ``zklocks._cli``.
 
-    zklocks run PATH [--read|--write|--semaphore N] [--timeout S] -- COMMAND [ARGS]...
+    zklocks run PATH [--read|--write|--semaphore N] [--timeout S] [-- COMMAND [ARGS]... | -c TEXT]
     zklocks status PATH [--json] [--watch]
     zklocks ls [ROOT] [--json]
     zklocks server [--port P] [--data-dir D] [--ensemble N]

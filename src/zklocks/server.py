@@ -32,6 +32,7 @@ its command line so a test runner can find any that slipped through.
      |    +-- ZooKeeperNotFound, JavaNotFound
      +-- ServerStartError: the JVM exited or never served (the message has its log tail)
           +-- ServerStartTimeout (also a TimeoutError)
+          +-- PortInUse: the client port asked for is taken
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ import sys
 import tempfile
 import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -62,6 +63,7 @@ __all__ = [
     "SYSTEM_JAR_DIRS",
     "EnsembleMember",
     "JavaNotFound",
+    "PortInUse",
     "ServerError",
     "ServerSetupError",
     "ServerStartError",
@@ -129,6 +131,10 @@ class JavaNotFound(ServerSetupError):
 
 class ServerStartError(ServerError):
     """The JVM exited before serving, or did not serve in time."""
+
+
+class PortInUse(ServerStartError):
+    """The client port asked for is taken (another server, or anything else)."""
 
 
 class ServerStartTimeout(ServerStartError, TimeoutError):
@@ -525,7 +531,7 @@ class _ZooKeeperProcess:
     def _spawn(self, java: Path, classpath: list[Path], directory: Path) -> None:
         if not _port_is_free(self._port):
             if self._port_fixed:
-                raise ServerStartError(f"port {self._port} on 127.0.0.1 is already in use")
+                raise PortInUse(f"port {self._port} on 127.0.0.1 is already in use")
             self._port = _free_ports(1)[0]  # taken since we picked it: pick again
         self._port_fixed = True
         config = directory / "zoo.cfg"
@@ -683,6 +689,7 @@ class EnsembleMember(_ZooKeeperProcess):
         port: int,
         server_lines: Sequence[str],
         tick_time: int,
+        sync_limit: int | None,
         min_session_timeout: int | None,
         max_session_timeout: int | None,
         force_sync: bool,
@@ -700,6 +707,7 @@ class EnsembleMember(_ZooKeeperProcess):
         )
         self.myid = myid
         self._server_lines = list(server_lines)
+        self.sync_limit = sync_limit or max(5, math.ceil(2_000 / tick_time))
 
     def _prepare_directory(self) -> Path:
         if self._directory is None:
@@ -713,7 +721,7 @@ class EnsembleMember(_ZooKeeperProcess):
         # tick does not fail the initial sync yet a paused leader is noticed quickly.
         return [
             f"initLimit={max(10, math.ceil(10_000 / self.tick_time))}",
-            f"syncLimit={max(5, math.ceil(2_000 / self.tick_time))}",
+            f"syncLimit={self.sync_limit}",
             *self._server_lines,
         ]
 
@@ -732,6 +740,10 @@ class ZooKeeperEnsemble:
     ``hosts`` lists every member; ``members[i]`` can be stopped, killed, paused and
     restarted on its own. Options mean what they mean for :class:`ZooKeeperServer`;
     ``client_ports`` pins the members' client ports (peer ports are always picked free).
+    ``sync_limit`` (ticks) is how long a member may go without hearing from the leader
+    (default: about 2 s). ``peer_route(from_myid, to_myid, port)`` returns the port that
+    member ``from_myid`` dials to reach ``port`` (quorum or election) of ``to_myid`` on
+    127.0.0.1: a test puts a proxy there to cut or stall the links between members.
     """
 
     def __init__(
@@ -741,11 +753,13 @@ class ZooKeeperEnsemble:
         client_ports: Sequence[int] | None = None,
         data_dir: str | os.PathLike[str] | None = None,
         tick_time: int = 2000,
+        sync_limit: int | None = None,
         min_session_timeout: int | None = None,
         max_session_timeout: int | None = None,
         force_sync: bool = True,
         heap: str = "512m",
         startup_timeout: float = 60.0,
+        peer_route: Callable[[int, int, int], int] | None = None,
     ) -> None:
         if size < 1:
             raise ValueError(f"an ensemble needs at least one member, not {size}")
@@ -758,16 +772,22 @@ class ZooKeeperEnsemble:
         self._finalizer = weakref.finalize(self, self._leftovers.release)
         ports = _free_ports(2 * size if client_ports else 3 * size)
         clients = list(client_ports) if client_ports else ports[2 * size :]
-        server_lines = [
-            f"server.{myid}=127.0.0.1:{ports[2 * myid - 2]}:{ports[2 * myid - 1]}"
-            for myid in range(1, size + 1)
-        ]
+        def server_lines(me: int) -> list[str]:
+            lines = []
+            for myid in range(1, size + 1):
+                quorum, election = ports[2 * myid - 2], ports[2 * myid - 1]
+                if peer_route is not None and myid != me:
+                    quorum, election = (peer_route(me, myid, p) for p in (quorum, election))
+                lines.append(f"server.{myid}=127.0.0.1:{quorum}:{election}")
+            return lines
+
         self.members = [
             EnsembleMember(
                 myid,
                 port=clients[myid - 1],
-                server_lines=server_lines,
+                server_lines=server_lines(myid),
                 tick_time=tick_time,
+                sync_limit=sync_limit,
                 min_session_timeout=min_session_timeout,
                 max_session_timeout=max_session_timeout,
                 force_sync=force_sync,

@@ -11,7 +11,7 @@ from zklocks import _validate
 from zklocks._asyncio.locks import AsyncLock, AsyncReadWriteLock
 from zklocks._asyncio.session import AsyncSession
 from zklocks._connection import Connection
-from zklocks._errors import ClientClosed
+from zklocks._errors import ClientClosed, InvalidArgument
 from zklocks._flow import Acquired
 from zklocks._holdings import LockConfig
 from zklocks._lease import AsyncLease, LeaseKeeper, SessionFacts
@@ -35,12 +35,15 @@ class AsyncClient(LockMaker[AsyncLock, AsyncReadWriteLock]):
         *,
         session_timeout: float = 10.0,
         connect_timeout: float = 15.0,
+        ensemble_lag: float | None = None,
         auth: Sequence[tuple[str, str | bytes]] | None = None,
         acl: str | Sequence[ACL] = "open",
         ssl: bool | SSLContext | None = None,
     ) -> None:
         _validate.hosts(hosts)  # a bad connect string fails here, not at start()
-        super().__init__(hosts, session_timeout, connect_timeout, auth=auth, acl=acl, ssl=ssl)
+        super().__init__(
+            hosts, session_timeout, connect_timeout, ensemble_lag, auth=auth, acl=acl, ssl=ssl
+        )
         self._session: AsyncSession | None = None
         self._stopped = False
         self._keeper = LeaseKeeper(self._facts, self._loop_timer)
@@ -55,10 +58,11 @@ class AsyncClient(LockMaker[AsyncLock, AsyncReadWriteLock]):
             raise ClientClosed("a stopped client cannot be started again; make a new one")
         if self._session is not None:
             return self
+        # ``connect_timeout`` bounds the whole start; each attempt gets a share of it.
         connection = Connection(
             self.hosts,
             session_timeout=self.session_timeout,
-            connect_timeout=self.connect_timeout,
+            ensemble_lag=self.ensemble_lag,
             ssl=self._ssl,
             auth=self._auth_packets,
         )
@@ -68,6 +72,12 @@ class AsyncClient(LockMaker[AsyncLock, AsyncReadWriteLock]):
             await connection.start(self.connect_timeout)
         except ConnectionFailedError as exc:
             raise connection_failed(exc) from exc
+        if connection.chroot_exists is False:
+            await connection.close()
+            raise InvalidArgument(
+                f"chroot {connection.chroot} does not exist on the server; "
+                "create it first, or remove it from the hosts string"
+            )
         session.mark_connected()
         self._session = session
         return self

@@ -19,6 +19,7 @@ from zklocks._drive import (
     parent_creates,
     parents_reply,
     pipeline_deadline,
+    retry_too_late,
     wake_reply,
     watch_requests,
 )
@@ -66,6 +67,9 @@ async def run(flow: Flow, session: AsyncSession) -> Any:
 
 async def execute(op: Op, session: AsyncSession) -> Reply:
     """One operation's reply."""
+    too_late = retry_too_late(op, time.monotonic())
+    if too_late is not None:
+        return too_late
     if isinstance(op, Pipeline):
         return tuple(await session.call(op.requests, pipeline_deadline(op)))
     if isinstance(op, AwaitDeletion):

@@ -9,6 +9,7 @@ from typing import IO, Any, NoReturn, TypeVar
 
 import click
 
+from zklocks._cli.options import Seconds
 from zklocks._cli.sanitise import clean
 from zklocks._cli.security import Security
 from zklocks._errors import ConnectionFailed, InvalidArgument, InvalidPath
@@ -82,7 +83,7 @@ def hosts_option(
 def connect_timeout_option() -> Callable[[F], F]:
     return click.option(
         "--connect-timeout",
-        type=click.FloatRange(min=0.1),
+        type=Seconds(0.1),
         default=5.0,
         show_default=True,
         metavar="SECONDS",

@@ -47,6 +47,7 @@ from zklocks._cli.common import (
 )
 from zklocks._cli.demo_crew import Crew, Event, ScenarioFailed
 from zklocks._cli.demo_screen import LiveScreen, PlainScreen, Row, Screen
+from zklocks._cli.options import Seconds
 from zklocks._cli.sanitise import clean
 from zklocks._contenders import list_contenders
 from zklocks._errors import LockError
@@ -507,7 +508,7 @@ BY_KEY = {scenario.key: scenario for scenario in SCENARIOS}
 )
 @click.option(
     "--session-timeout",
-    type=click.FloatRange(min=0.4),
+    type=Seconds(0.4),
     default=1.0,
     show_default=True,
     metavar="SECONDS",
@@ -516,7 +517,7 @@ BY_KEY = {scenario.key: scenario for scenario in SCENARIOS}
 @click.option("--plain", is_flag=True, help="Plain lines even on a terminal.")
 @click.option(
     "--time-limit",
-    type=click.FloatRange(min=1),
+    type=Seconds(1),
     default=180.0,
     show_default=True,
     metavar="SECONDS",

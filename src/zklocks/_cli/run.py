@@ -24,12 +24,16 @@ command shares our process group, so it can read the terminal and gets Ctrl-C an
 Ctrl-Z straight from it, as under a shell; we then forward only SIGTERM and SIGHUP.
 Otherwise (scripts, cron, CI) it gets a process group of its own, as under
 ``timeout(1)``: signals we receive are forwarded to the whole group, and a lost lease
-stops the whole group, grandchildren included.
+stops the whole group, grandchildren included. A second Ctrl-C typed at the terminal
+while the command still runs kills it (SIGKILL), as a second forwarded signal does.
+
+With no command, the lock is held until a stop signal (``zklocks._cli.hold``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import shlex
 import shutil
@@ -57,6 +61,8 @@ from zklocks._cli.common import (
     fail,
     seconds,
 )
+from zklocks._cli.hold import hold
+from zklocks._cli.options import Seconds
 from zklocks._cli.sanitise import clean
 from zklocks._cli.security import Security, security_options
 from zklocks._errors import AccessDenied, LockError, LockTimeout
@@ -68,6 +74,9 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 #: What a terminal sends the whole foreground process group: not forwarded in foreground.
 TERMINAL_SIGNALS = frozenset({signal.SIGINT, signal.SIGQUIT})
 CHECK_INTERVAL = 1.0  # the lease's clock rule is applied at least this often
+#: After a Ctrl-C at the terminal, how long the command may take to exit before we say
+#: that a second one kills it.
+STILL_RUNNING_HINT = 1.0
 
 EPILOG = """\b
 Examples:
@@ -77,7 +86,8 @@ Examples:
   zklocks run /locks/db --read  -- ./dump.sh        # shared with other readers
   zklocks run /locks/db --write -- ./migrate.sh     # alone
   zklocks run /locks/api --semaphore 3 -- ./call-api.sh
-  zklocks run /locks/x -- sh -c 'echo "token $ZKLOCKS_TOKEN, node $ZKLOCKS_NODE"'
+  zklocks run /locks/x -c 'echo "token $ZKLOCKS_TOKEN, node $ZKLOCKS_NODE"'
+  zklocks run /locks/maintenance                    # hold it until Ctrl-C
 
 \b
 The command sees ZKLOCKS_TOKEN (the fencing token: pass it to what the lock protects),
@@ -87,6 +97,7 @@ ZKLOCKS_NODE (our contender node) and ZKLOCKS_PATH.
 Exit status: the command's own; 75 not acquired (--timeout, --non-blocking);
 76 the lock was lost while the command ran (it was stopped); 130 interrupted (Ctrl-C);
 69 ZooKeeper unreachable; 126/127 the command could not be run; 2 usage error.
+With no command: 0 when released on Ctrl-C, 76 when the lock was lost.
 """
 
 
@@ -123,9 +134,16 @@ class RunOptions:
     context_settings=CONTEXT, epilog=EPILOG, short_help="Run a command while holding a lock."
 )
 @click.argument("path", callback=check_path)
-@click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="-- COMMAND [ARGS]...")
-@click.option("--read", "mode", flag_value="read", help="Take the shared (read) side.")
-@click.option("--write", "mode", flag_value="write", help="Take the exclusive (write) side.")
+@click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[-- COMMAND [ARGS]...]")
+@click.option(
+    "-c",
+    "--command",
+    "shell_command",
+    metavar="TEXT",
+    help="Run TEXT with `sh -c` instead of COMMAND (flock's -c).",
+)
+@click.option("--read", is_flag=True, help="Take the shared (read) side.")
+@click.option("--write", is_flag=True, help="Take the exclusive (write) side.")
 @click.option(
     "--semaphore",
     "permits",
@@ -135,7 +153,7 @@ class RunOptions:
 )
 @click.option(
     "--timeout",
-    type=click.FloatRange(min=0),
+    type=Seconds(allow_inf=True),
     metavar="SECONDS",
     help="Give up (exit 75) when not acquired in time. Default: wait as long as it takes.",
 )
@@ -152,7 +170,7 @@ class RunOptions:
 )
 @click.option(
     "--kill-after",
-    type=click.FloatRange(min=0),
+    type=Seconds(),
     default=10.0,
     show_default=True,
     metavar="SECONDS",
@@ -160,7 +178,7 @@ class RunOptions:
 )
 @click.option(
     "--session-timeout",
-    type=click.FloatRange(min=0.1),
+    type=Seconds(0.1),
     default=10.0,
     show_default=True,
     metavar="SECONDS",
@@ -172,7 +190,9 @@ class RunOptions:
 def run(
     path: str,
     command: tuple[str, ...],
-    mode: str | None,
+    shell_command: str | None,
+    read: bool,
+    write: bool,
     permits: int | None,
     timeout: float | None,
     non_blocking: bool,
@@ -188,18 +208,23 @@ def run(
 
     Waits in a fair (first come, first served) queue. If the lock is lost while the
     command runs (ZooKeeper expired our session), the command is stopped: SIGTERM,
-    then SIGKILL after --kill-after.
+    then SIGKILL after --kill-after. With no COMMAND (and no -c), holds the lock,
+    prints its token and node, and releases it on Ctrl-C (exit 0).
     """
-    if not command:
-        raise click.UsageError(
-            "missing the command to run after '--', e.g.\n"
-            f"  zklocks run {path} -- ./backup.sh --full"
-        )
+    if shell_command is not None:
+        if command:
+            raise click.UsageError("give either -c TEXT or '-- COMMAND', not both")
+        command = ("sh", "-c", shell_command)
+    if read and write:
+        raise click.UsageError("--read and --write exclude each other: pick one side")
+    mode = "read" if read else "write" if write else None
+    if timeout == math.inf:
+        timeout = None  # no limit: wait as long as it takes
     if mode is not None and permits is not None:
         raise click.UsageError("--semaphore cannot be combined with --read or --write")
     if non_blocking and timeout is not None:
         raise click.UsageError("--non-blocking and --timeout exclude each other")
-    missing = _cannot_run(command[0])
+    missing = _cannot_run(command[0]) if command else None  # no command: we hold it
     if missing is not None:  # found out now, not after waiting in the queue for the lock
         note(f"cannot run {clean(command[0])!r}: {missing[1]}")
         sys.exit(missing[0])
@@ -211,7 +236,7 @@ def run(
         permits=permits,
         timeout=timeout,
         non_blocking=non_blocking or timeout == 0,
-        identifier=identifier or _describe(command),
+        identifier=identifier or (_describe(command) if command else "zklocks run (holding)"),
         kill_after=kill_after,
         session_timeout=session_timeout,
         verbose=verbose,
@@ -335,7 +360,10 @@ class _Run:
             waited = seconds(time.monotonic() - started)
             note(f"acquired {lease.node} (token {lease.token}) after {waited}")
         try:
-            status = self._run_command(lease)
+            if self.options.command:
+                status = self._run_command(lease)
+            else:
+                status = hold(self.options.path, lease, STOP_SIGNALS)
         finally:
             self._release(lock)
         return status
@@ -421,6 +449,8 @@ class _Run:
         kill_at: float | None = None  # when to SIGKILL, once a stop was asked for
         ours: int | None = None  # the exit status we decided, overriding the command's
         lost_seen = False
+        terminal_stops = 0  # Ctrl-C (or Ctrl-\\) typed while the command runs in front
+        hint_at: float | None = None  # when to say that a second Ctrl-C kills the command
         while True:
             self.wake.clear()
             if child.poll() is not None:
@@ -428,7 +458,16 @@ class _Run:
             while self.received:
                 sig = self.received.pop(0)
                 if self.foreground and sig in TERMINAL_SIGNALS:
-                    continue  # the terminal sent it to the command as well
+                    # The terminal sent it to the command as well; typed again while
+                    # the command still runs, it escalates as a forwarded one does.
+                    terminal_stops += 1
+                    if terminal_stops == 1:
+                        hint_at = time.monotonic() + STILL_RUNNING_HINT
+                    else:
+                        note("interrupted again: the command is still running; sending SIGKILL")
+                        self._signal(signal.SIGKILL)
+                        ours = 128 + sig
+                    continue
                 if kill_at is not None:
                     self._signal(signal.SIGKILL)  # asked twice: no more patience
                     continue
@@ -452,9 +491,13 @@ class _Run:
                 )
                 self._signal(signal.SIGKILL)
                 kill_at = None
+            if hint_at is not None and terminal_stops == 1 and time.monotonic() >= hint_at:
+                note("the command is still running; press Ctrl-C again to kill it")
+                hint_at = None
             wait = CHECK_INTERVAL
-            if kill_at is not None:
-                wait = max(0.0, min(wait, kill_at - time.monotonic()))
+            for due in (kill_at, hint_at):
+                if due is not None:
+                    wait = max(0.0, min(wait, due - time.monotonic()))
             self.wake.wait(wait)
         returncode = child.returncode
         status = 128 - returncode if returncode < 0 else returncode

@@ -14,6 +14,7 @@ import click
 from zklocks._certs import TLSFiles
 from zklocks._cli.common import CONTEXT, EX_UNAVAILABLE, fail
 from zklocks.server import (
+    PortInUse,
     ServerError,
     ServerSetupError,
     ServerTLS,
@@ -141,6 +142,13 @@ def _serve(
             zookeeper.start()
         except ServerSetupError as error:
             fail(str(error), EX_UNAVAILABLE)
+        except PortInUse as error:
+            fail(
+                f"{error}: is a ZooKeeper (another `zklocks server`?) running there already?\n"
+                "  - To use that one: export ZKLOCKS_HOSTS=127.0.0.1:PORT\n"
+                "  - To start another on a free port: zklocks server --port 0",
+                EX_UNAVAILABLE,
+            )
         except ServerError as error:
             fail(str(error))
         _announce(zookeeper, data_dir, tick_time, files, client_auth)

@@ -1,6 +1,7 @@
 """``zklocks status`` (who holds, who waits, whom each waiter watches) and ``zklocks ls``.
 
-``status --watch`` redraws on ZooKeeper child watches: arm the watch, list, draw, wait.
+``status --watch`` (in ``status_watch``) redraws on ZooKeeper child watches: arm the watch,
+list, draw, wait.
 Between changes it only redraws the durations from the clock; it sends no request.
 """
 
@@ -8,16 +9,12 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import signal
-import sys
 import time
 from collections.abc import Sequence
-from types import FrameType
 from typing import Any
 
 import click
 from rich.console import Console, Group, RenderableType
-from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
@@ -34,7 +31,7 @@ from zklocks._cli.sanitise import clean, text
 from zklocks._cli.security import Security, security_options
 from zklocks._contenders import directory_acl, list_contenders
 from zklocks._errors import AccessDenied, ClientClosed, LockError
-from zklocks._inspect import LockSummary, Place, arm_change_watch, line_up, walk_locks
+from zklocks._inspect import LockSummary, Place, line_up, walk_locks
 from zklocks._security import perm_letters, show_id
 from zklocks._sync.client import Client
 from zklocks._validate import lock_path
@@ -230,11 +227,13 @@ def status(
     its fencing token, and which node it watches (the watch chain). Reads only.
     """
     path = _path_argument(path)
+    if watch:
+        from zklocks._cli.status_watch import watch as watch_lock
+
+        watch_lock(hosts, connect_timeout, path, as_json, security=security)
+        return
     client = connect(hosts, connect_timeout, security=security)
     try:
-        if watch:
-            _watch(client, path, as_json)
-            return
         state = snapshot(client, path)
         if as_json:
             click.echo(json.dumps(state, indent=2))
@@ -267,76 +266,6 @@ def _hint_not_a_lock(client: Client, path: str, console: Console) -> None:
         shown = ", ".join(below[:3]) + (" ..." if len(below) > 3 else "")
         hint = f"(locks below it: {shown}; see `zklocks ls {path}`)"
         console.print(text(hint, style="dim", limit=None))
-
-
-def _watch(client: Client, path: str, as_json: bool) -> None:
-    """Arm the child watch, list, draw; redraw on the watch (or to advance durations)."""
-    for sig in (signal.SIGTERM, signal.SIGHUP):  # leave the terminal tidy (cursor shown)
-        signal.signal(sig, _interrupt)
-    granted_at: dict[str, float] = {}
-    seen_waiting: set[str] = set()
-    console = _console()
-    live: Live | None = None
-    if not as_json and console.is_terminal:
-        live = Live(console=console, auto_refresh=False, transient=False)
-        live.start()
-    shown: object = None  # who held and waited in the last document printed
-    try:
-        while True:
-            changed = arm_change_watch(client, path)
-            state = snapshot(client, path)
-            observed_at = time.monotonic()
-            _note_grants(state, seen_waiting, granted_at, observed_at)
-            if live is None:
-                # A printed document per change of the queue; a watch that fired for a
-                # change the listing already showed prints nothing new.
-                line_up_now = _queue_key(state)
-                if line_up_now != shown:
-                    shown = line_up_now
-                    if as_json:
-                        click.echo(json.dumps(state, separators=(",", ":")))
-                    else:
-                        console.print(Text(f"-- {state['at']}", style="dim"))
-                        _print(console, render(state))
-                    sys.stdout.flush()
-                changed.wait()
-                continue
-            while True:
-                live.update(render(state, observed_at=observed_at), refresh=True)
-                if changed.wait(REDRAW_INTERVAL):
-                    break
-    except KeyboardInterrupt:
-        pass
-    finally:
-        if live is not None:
-            live.stop()
-
-
-def _queue_key(state: dict[str, Any]) -> tuple[tuple[str, bool], ...]:
-    return tuple((e["node"], e["holder"]) for e in state["holders"] + state["waiters"])
-
-
-def _interrupt(signum: int, frame: FrameType | None) -> None:
-    raise KeyboardInterrupt
-
-
-def _note_grants(
-    state: dict[str, Any], seen_waiting: set[str], granted_at: dict[str, float], now: float
-) -> None:
-    """Remember when a node we saw waiting became a holder: its held time is then known."""
-    for entry in state["waiters"]:
-        seen_waiting.add(entry["node"])
-    present = {e["node"] for e in state["holders"]} | {e["node"] for e in state["waiters"]}
-    for entry in state["holders"]:
-        node = entry["node"]
-        if node in seen_waiting and node not in granted_at:
-            granted_at[node] = now
-        if node in granted_at:
-            entry["held_s"] = round(now - granted_at[node], 3)
-    for node in list(granted_at):
-        if node not in present:
-            del granted_at[node]
-    seen_waiting.intersection_update(present)
 
 
 @click.command(

@@ -283,15 +283,26 @@ class Session:
         self._xid = xid
         return xid
 
-    def request(self, request: object, token: Any, watcher: Watcher | None = None) -> bytes:
+    def request(
+        self,
+        request: object,
+        token: Any,
+        watcher: Watcher | None = None,
+        *,
+        chroot: str | None = None,
+    ) -> bytes:
         """Encode ``request`` as the next numbered request; its ``Reply`` will carry ``token``.
+
+        ``chroot`` replaces the session's for this request (``""``: a server path, e.g.
+        ``/zookeeper/config``).
 
         Raises ``RequestTooLargeError`` (nothing is queued) when the frame is larger than
         the server accepts, ``TypeError``/``ValueError`` for a request that cannot be sent.
         """
         if not self._connected:
             raise RuntimeError("no established connection")
-        plan = codec.plan(request, self.chroot, watcher is not None)
+        root = self.chroot if chroot is None else chroot
+        plan = codec.plan(request, root, watcher is not None)
         size = len(plan.body) + 8
         if size > self.max_request_size:
             self._frame(0, plan.opcode, plan.body)  # raises

@@ -29,7 +29,12 @@ class SessionFactory(Protocol):
     """Makes the session a client runs on (the simulator injects its own)."""
 
     def __call__(
-        self, hosts: str, *, session_timeout: float, connect_timeout: float
+        self,
+        hosts: str,
+        *,
+        session_timeout: float,
+        connect_timeout: float,
+        ensemble_lag: float | None = None,
     ) -> StartableSession: ...
 
 
@@ -38,6 +43,7 @@ def _default_session_factory(
     *,
     session_timeout: float,
     connect_timeout: float,
+    ensemble_lag: float | None = None,
     ssl: SSLContext | None = None,
     auth: Sequence[tuple[str, bytes]] = (),
 ) -> StartableSession:
@@ -47,6 +53,7 @@ def _default_session_factory(
         hosts,
         session_timeout=session_timeout,
         connect_timeout=connect_timeout,
+        ensemble_lag=ensemble_lag,
         ssl=ssl,
         auth=auth,
     )
@@ -59,6 +66,10 @@ class Client(LockMaker[Lock, ReadWriteLock]):
     ``session_timeout`` (seconds) is how long the server keeps our session, and so our
     locks, after it last heard from us; it is also how soon a crashed holder's lock is
     released. Use as a context manager, or call ``start()`` and ``stop()``.
+    ``ensemble_lag`` (seconds) is how far an ensemble member's answers may outrun the
+    leader's session timer: the servers' (syncLimit + 1) x tickTime. ``None`` means 0
+    on a standalone server and ``session_timeout / 4`` on an ensemble; see
+    docs/locks.md, "What lost guarantees on an ensemble".
     ``session_factory`` replaces the transport (``zklocks.sim`` runs clients on its
     in-memory model this way); leave it out to talk to ZooKeeper.
 
@@ -75,6 +86,7 @@ class Client(LockMaker[Lock, ReadWriteLock]):
         *,
         session_timeout: float = 10.0,
         connect_timeout: float = 15.0,
+        ensemble_lag: float | None = None,
         auth: Sequence[tuple[str, str | bytes]] | None = None,
         acl: str | Sequence[ACL] = "open",
         ssl: bool | SSLContext | None = None,
@@ -82,7 +94,9 @@ class Client(LockMaker[Lock, ReadWriteLock]):
     ) -> None:
         if session_factory is None:  # (a factory of its own decides what hosts means)
             _validate.hosts(hosts)  # a bad connect string fails here, not at start()
-        super().__init__(hosts, session_timeout, connect_timeout, auth=auth, acl=acl, ssl=ssl)
+        super().__init__(
+            hosts, session_timeout, connect_timeout, ensemble_lag, auth=auth, acl=acl, ssl=ssl
+        )
         if session_factory is not None and (self._credentials or self._acl or self._ssl):
             raise InvalidArgument(
                 "auth, acl and ssl need ZooKeeper itself; a session_factory (the simulator) "
@@ -112,6 +126,7 @@ class Client(LockMaker[Lock, ReadWriteLock]):
             self.hosts,
             session_timeout=self.session_timeout,
             connect_timeout=self.connect_timeout,
+            ensemble_lag=self.ensemble_lag,
         )
         session.add_state_listener(self._keeper.on_state)
         session.start()

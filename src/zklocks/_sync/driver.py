@@ -15,6 +15,7 @@ from zklocks._drive import (
     parent_creates,
     parents_reply,
     pipeline_deadline,
+    retry_too_late,
     wake_reply,
     watch_requests,
 )
@@ -57,6 +58,9 @@ def run(flow: Flow, session: SyncSession) -> Any:
 
 def execute(op: Op, session: SyncSession) -> Reply:
     """One operation's reply."""
+    too_late = retry_too_late(op, session.facts.clock())
+    if too_late is not None:
+        return too_late
     if isinstance(op, Pipeline):
         return tuple(session.call(op.requests, pipeline_deadline(op)))
     if isinstance(op, AwaitDeletion):

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from zklocks._connection import Connection, SessionState
+from zklocks._errors import InvalidArgument
 from zklocks._native import connection_failed, facts_of, reply_of, submit_all, wrap_watcher
 from zklocks._ops import TIMED_OUT, GetData, Reply, Request
 from zklocks._protocol.errors import (
@@ -73,13 +74,16 @@ class NativeSession:
         *,
         session_timeout: float,
         connect_timeout: float,
+        ensemble_lag: float | None = None,
         ssl: _ssl.SSLContext | None = None,
         auth: Sequence[tuple[str, bytes]] = (),
     ) -> None:
+        # ``connect_timeout`` bounds the whole start; each attempt gets a share of it
+        # (the connection's own per-attempt bound), so a frozen member costs a fraction.
         self._connection = Connection(
             hosts,
             session_timeout=session_timeout,
-            connect_timeout=connect_timeout,
+            ensemble_lag=ensemble_lag,
             ssl=ssl,
             auth=auth,
         )
@@ -107,6 +111,12 @@ class NativeSession:
         except BaseException:
             self._shut_down()
             raise
+        if self._connection.chroot_exists is False:
+            self.close()
+            raise InvalidArgument(
+                f"chroot {self._connection.chroot} does not exist on the server; "
+                "create it first, or remove it from the hosts string"
+            )
         self._loop.call_soon_threadsafe(self._connected.set)
 
     def close(self) -> None:

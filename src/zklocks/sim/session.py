@@ -455,7 +455,13 @@ class SimSession:
 def session_factory(server: SimServer) -> SessionFactory:
     """What ``Client(hosts, session_factory=...)`` calls to make a session on ``server``."""
 
-    def make(hosts: str, *, session_timeout: float, connect_timeout: float) -> SimSession:
+    def make(
+        hosts: str,
+        *,
+        session_timeout: float,
+        connect_timeout: float,
+        ensemble_lag: float | None = None,  # one simulated server times its own sessions
+    ) -> SimSession:
         return SimSession(server, session_timeout=session_timeout, connect_timeout=connect_timeout)
 
     return make

@@ -1,0 +1,184 @@
+"""A real 3-member ensemble with a frozen member, and with a member cut off from the
+other two (issue 11, items 2 and 3).
+
+Members reach each other through proxies (``link_proxy.Links``), so a test can cut or
+stall every link of one member while it keeps serving its clients: the partition the
+lease rule must survive.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import threading
+import time
+from collections.abc import Iterator, MutableSequence
+from typing import Any, Literal
+
+import pytest
+
+import zklocks
+from link_proxy import Links
+from zklocks import _connection
+from zklocks._connection import Connection
+from zklocks.server import EnsembleMember, ZooKeeperEnsemble
+
+TICK_MS = 200
+SYNC_LIMIT = 3
+LAG = (SYNC_LIMIT + 1) * TICK_MS / 1000  # what docs/locks.md says to pass as ensemble_lag
+
+
+class _InOrder:
+    """Stands in for ``random`` in the connection: hosts are tried as listed."""
+
+    @staticmethod
+    def shuffle(items: MutableSequence[Any]) -> None:
+        pass
+
+    uniform = staticmethod(random.uniform)
+
+
+@pytest.fixture
+def in_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_connection, "random", _InOrder)
+
+
+def _connection_of(client: zklocks.Client) -> Connection:
+    conn: Connection = client._session._connection  # type: ignore[union-attr]
+    return conn
+
+
+# ---------------------------------------------------------------- item 3: a frozen member
+
+
+def test_a_frozen_member_costs_a_start_a_share_and_never_the_session(
+    zk_ensemble: ZooKeeperEnsemble, in_order: None
+) -> None:
+    frozen, first, second = zk_ensemble.members
+    links = Links()
+    try:
+        via_proxy = f"127.0.0.1:{links.add(first.port, src=1)}"
+        frozen.pause()  # SIGSTOP: its kernel still accepts TCP, it never answers
+        try:
+            # Start: the frozen member is tried first; the start must move on.
+            hosts = ",".join([frozen.hosts, first.hosts, second.hosts])
+            began = time.monotonic()
+            with zklocks.Client(hosts, session_timeout=4.0, connect_timeout=15.0) as client:
+                took = time.monotonic() - began
+                assert took < 15.0 / 2, f"start took {took:.1f} s"
+                assert _connection_of(client).last_host != frozen.hosts
+            # Reconnect: the connection to `first` drops, and the next host in line is
+            # the frozen one. The session must survive it.
+            hosts = ",".join([via_proxy, frozen.hosts, second.hosts])
+            with zklocks.Client(hosts, session_timeout=4.0) as client:
+                conn = _connection_of(client)
+                assert conn.last_host == via_proxy
+                session = conn.session_id
+                lost = threading.Event()
+                client._session.add_state_listener(  # type: ignore[union-attr]
+                    lambda state: state is _connection.SessionState.LOST and lost.set()
+                )
+                links.isolate(1, "cut")
+                deadline = time.monotonic() + 20
+                while conn.last_host != second.hosts and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                assert conn.last_host == second.hosts
+                assert conn.session_id == session
+                assert not lost.is_set()
+        finally:
+            frozen.resume()
+    finally:
+        links.close()
+
+
+# ---------------------------------------------------------------- item 2: lease on a cut member
+
+
+@pytest.fixture
+def linked_ensemble() -> Iterator[tuple[ZooKeeperEnsemble, Links]]:
+    links = Links()
+    try:
+        with ZooKeeperEnsemble(
+            3,
+            tick_time=TICK_MS,
+            sync_limit=SYNC_LIMIT,
+            max_session_timeout=60_000,
+            force_sync=False,
+            peer_route=links.route,
+        ) as ensemble:
+            yield ensemble, links
+            links.heal()  # so the members shut down as a quorum, quickly
+    finally:
+        links.close()
+
+
+def _after_a_ping(conn: Connection) -> None:
+    """Return right after the connection's next answered request (the worst moment)."""
+    seen = conn.last_answered_sent
+    deadline = time.monotonic() + 10
+    while conn.last_answered_sent == seen:
+        assert time.monotonic() < deadline, "no ping answered in 10 s"
+        time.sleep(0.001)
+
+
+@pytest.mark.parametrize(
+    ("role", "how"), [("follower", "cut"), ("follower", "stall"), ("leader", "cut")]
+)
+def test_a_holder_behind_a_cut_off_member_is_lost_before_anyone_else_holds(
+    linked_ensemble: tuple[ZooKeeperEnsemble, Links],
+    role: str,
+    how: Literal["cut", "stall"],
+) -> None:
+    """The worst case: the member is cut off right after it answered a ping, and goes
+    on answering (here: a read) for a while after, as a member does for up to
+    syncLimit x tickTime; none of those touches reach the leader."""
+    ensemble, links = linked_ensemble
+    leader = ensemble.leader()
+    member = leader if role == "leader" else next(m for m in ensemble.members if m is not leader)
+    others = [m for m in ensemble.members if m is not member]
+    path = "/cut/lock"
+    with zklocks.Client(member.hosts, session_timeout=2.0, ensemble_lag=LAG) as holder:
+        lock = holder.lock(path)
+        lease = lock.acquire(timeout=30)
+        told: list[float] = []  # when the lost-callback ran
+        lease.add_lost_callback(lambda _lease: told.append(time.monotonic()))
+        with zklocks.Client(_hosts(others), session_timeout=20.0) as waiter_client:
+            waiter = waiter_client.lock(path)
+            outcome: dict[str, Any] = {}
+
+            def wait_for_it() -> None:
+                try:
+                    waiter.acquire(timeout=60)
+                    outcome["holder lost at the grant"] = lease.lost
+                    outcome["granted"] = time.monotonic()
+                    waiter.release()
+                except BaseException as exc:
+                    outcome["error"] = exc
+
+            thread = threading.Thread(target=wait_for_it, daemon=True)
+            thread.start()
+            _after_a_ping(_connection_of(holder))
+            cut = time.monotonic()
+            links.isolate(member.myid, "stall")
+            # Still following for syncLimit x tickTime (0.6 s): the member answers
+            # this read itself, and its touch never reaches the leader.
+            time.sleep(0.3)
+            with contextlib.suppress(zklocks.LockError):
+                lock.contenders()
+            if how == "cut":
+                links.isolate(member.myid, "cut")
+            thread.join(70)
+            assert "error" not in outcome, outcome
+            assert "granted" in outcome, "the waiter was never granted the lock"
+            assert outcome["holder lost at the grant"], (
+                f"granted {outcome['granted'] - cut:.2f} s after the cut while the holder's "
+                f"lease ({lease!r}) still said held"
+            )
+            # The holder is told too (callbacks, wait_lost), even while its member still
+            # answers: not only once the connection drops.
+            assert told, "the lost-callback never ran"
+            assert told[0] <= outcome["granted"]
+
+
+def _hosts(members: list[EnsembleMember]) -> str:
+    return ",".join(m.hosts for m in members)
