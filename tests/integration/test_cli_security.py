@@ -265,3 +265,28 @@ def test_zklocks_server_tls_serves_only_tls_and_says_how_to_connect(path: str) -
         code, _, err = finish(server)
     assert code == 0, err
     assert not tls_dir.exists()  # the throwaway CA is removed with the server
+
+
+def test_status_watch_with_credentials_sees_the_protected_lock(
+    zk_server: ZooKeeperServer, auth_file: Path, path: str
+) -> None:
+    hosts = {"ZKLOCKS_HOSTS": zk_server.hosts}
+    watch = zklocks("status", path, "--watch", "--json", "--auth-file", str(auth_file), env=hosts)
+    holder: subprocess.Popen[str] | None = None
+    try:
+        assert json.loads(lines_until(watch, "{", 30)[-1])["holders"] == []
+        holder = zklocks(
+            "run", path, "--auth-file", str(auth_file), "--acl", "creator", "--identifier",
+            "guarded", "--", *HOLD, env=hosts, stdin=subprocess.PIPE,
+        )  # fmt: skip
+        state = json.loads(lines_until(watch, "{", 30)[-1])
+        while not state["holders"]:  # a document per change: the directory, then the holder
+            state = json.loads(lines_until(watch, "{", 30)[-1])
+        assert [h["identifier"] for h in state["holders"]] == ["guarded"]
+        assert state["acl"] == [{"id": "digest:alice", "perms": "cdrwa"}]
+    finally:
+        if holder is not None:
+            holder.communicate("done\n", timeout=60)
+        watch.terminate()
+        out, err = watch.communicate(timeout=15)
+    assert SECRET not in out + err
