@@ -8,7 +8,13 @@ fencing token and notice of lock loss::
     with zklocks.Client("127.0.0.1:2181") as client:
         with client.lock("/locks/orders") as lease:
             write_orders(token=lease.token)
+
+The library logs on ``zklocks.connection`` and ``zklocks.lock`` and prints nothing unless
+the application configures logging; ``zklocks.metrics.enable()`` exports Prometheus
+metrics (docs/operations.md).
 """
+
+import logging as _logging
 
 from zklocks._asyncio.client import AsyncClient
 from zklocks._asyncio.locks import AsyncLock, AsyncReadWriteLock
@@ -25,12 +31,17 @@ from zklocks._errors import (
     LockTimeout,
     NotHeld,
 )
+from zklocks._events import ConnectionState
 from zklocks._lease import AsyncLease, Lease
 from zklocks._security import ACL
 from zklocks._sync.client import Client
 from zklocks._sync.locks import Lock, ReadWriteLock
 
 __version__ = "0.1.0"
+
+# A library is quiet until asked (the logging HOWTO): without this, Python's last-resort
+# handler would print our warnings to stderr in programs that never configured logging.
+_logging.getLogger("zklocks").addHandler(_logging.NullHandler())
 
 __all__ = [
     "ACL",
@@ -43,6 +54,7 @@ __all__ = [
     "Client",
     "ClientClosed",
     "ConnectionFailed",
+    "ConnectionState",
     "Contender",
     "InvalidArgument",
     "InvalidPath",

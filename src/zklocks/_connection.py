@@ -54,7 +54,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from zklocks import _security
+from zklocks import _diagnose, _events, _security
 from zklocks._ops import Created, NodeData
 from zklocks._protocol import codec
 from zklocks._protocol.constants import DEFAULT_MAX_BUFFER, AddWatchMode, CreateMode, EventType
@@ -133,6 +133,7 @@ class _Wire(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.handshake: asyncio.Future[Established | Expired] = loop.create_future()
         self.lost: asyncio.Future[None] = loop.create_future()
+        self.foreign: bytes | None = None  # what a peer that is not ZooKeeper sent
         self.error: Exception | None = None  # why it ended, when the transport said
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -206,8 +207,9 @@ class Connection:
         self._closer: asyncio.Task[None] | None = None
         self.last_answered_sent: float | None = None
         self.last_host: str | None = None
-        # why an attempt to each host failed, when it says more than "no answer" (TLS)
-        self._failure_reasons: dict[str, str] = {}
+        self._failures: dict[str, str] = {}  # host -> why it first failed (this outage)
+        self._reported: set[tuple[str, str]] = set()  # (host, kind of failure) logged
+        self._refusals: set[str] = set()  # hosts that refused us (TLS), this outage
         # The lease rule on an ensemble (see ``lease_sent``). Until start() has learnt
         # whether the server is one of an ensemble, assume the worst: nothing is proven.
         self._lag_option = ensemble_lag
@@ -406,7 +408,10 @@ class Connection:
         now = time.monotonic()
         futures: list[asyncio.Future[Any]] = []
         frames: list[bytes] = []
+        sink = _events.sink
         for request in requests:
+            if sink is not None:
+                sink.request(request)
             future: asyncio.Future[Any] = loop.create_future()
             futures.append(future)
             try:
@@ -421,6 +426,8 @@ class Connection:
         return futures
 
     def _send(self, request: object, future: asyncio.Future[Any], watcher: Watcher | None) -> None:
+        if _events.sink is not None:
+            _events.sink.request(request)
         now = time.monotonic()
         try:
             frame = self._session.request(request, (future, now), watcher)
@@ -447,7 +454,11 @@ class Connection:
         try:
             events = self._session.receive(data)
         except MarshallingError as exc:
-            log.warning("dropping the connection to %s: %s", self.last_host, exc)
+            if wire is self._attempt and wire.foreign is None:
+                wire.foreign = bytes(data[:64])  # reported once, as "not ZooKeeper"
+                log.debug("not a ZooKeeper answer: %s", exc)
+            else:
+                log.warning("dropping the connection to %s: %s", self.last_host, exc)
             wire.abort()
             # The answers that came before the broken bytes are real: deliver them. The
             # rest are failed with ConnectionLossError when the connection is lost.
@@ -683,8 +694,14 @@ class Connection:
                 self._expired(session_id, self._session.expire())
                 continue
             if deadline is not None and now >= deadline:
-                reasons = {h: r for h, r in self._failure_reasons.items() if h in tried}
-                raise ConnectionFailedError(hosts=tuple(tried), reasons=reasons)
+                reasons = [self._failures[h] for h in tried if h in self._failures]
+                message = "no ZooKeeper server answered" + (
+                    f" ({'; '.join(reasons)})" if reasons else f" (tried {', '.join(tried)})"
+                )
+                refused = bool(self._refusals & set(tried))
+                raise ConnectionFailedError(
+                    message, hosts=tuple(tried), reasons=tuple(reasons), refused=refused
+                )
             host, port = self._addresses[self._host_index % len(self._addresses)]
             self._host_index += 1
             name = f"{host}:{port}"
@@ -733,12 +750,13 @@ class Connection:
 
     def _auth_refused(self) -> ConnectionFailedError:
         schemes = ", ".join(sorted({scheme for scheme, _ in self._session.auth})) or "?"
+        host = self.last_host or "?"
         return ConnectionFailedError(
-            f"ZooKeeper at {self.last_host} refused our credentials (AUTH_FAILED for "
-            f"scheme {schemes}) and closed the session; check auth (scheme and "
-            "'user:password')",
-            hosts=(self.last_host or "?",),
-            reasons={self.last_host or "?": "credentials refused (AUTH_FAILED)"},
+            f"ZooKeeper at {host} refused our credentials (AUTH_FAILED for scheme "
+            f"{schemes}) and closed the session; check auth (scheme and 'user:password')",
+            hosts=(host,),
+            reasons=(f"{host} refused our credentials (AUTH_FAILED)",),
+            refused=True,
         )
 
     def _drop_refused(self, wire: _Wire) -> None:
@@ -757,8 +775,8 @@ class Connection:
         if started is not None and not started.done():
             started.set_exception(error)
 
-    def _note_failure(self, host: str, wire: _Wire, error: BaseException) -> None:
-        """Remember why ``host`` failed when that is worth telling (a TLS refusal)."""
+    def _tls_failure(self, error: BaseException, wire: _Wire) -> str | None:
+        """What a TLS refusal (or a plain client on a TLS-only port) means, else None."""
         reason = _security.connect_failure_reason(error)
         if reason is None and wire.error is not None:
             reason = _security.connect_failure_reason(wire.error)
@@ -767,8 +785,7 @@ class Connection:
                 "the server hung up during the ZooKeeper handshake (a TLS-only port? "
                 "then connect with ssl=True or an ssl.SSLContext, --tls on the command line)"
             )
-        if reason is not None:
-            self._failure_reasons[host] = reason
+        return reason
 
     def _attempt_timeout(self) -> float:
         if self._connect_timeout is not None:
@@ -786,7 +803,7 @@ class Connection:
                 event = await asyncio.wait_for(self._handshake(wire, host, port), timeout)
             except (OSError, asyncio.TimeoutError, ZooKeeperError) as exc:
                 log.debug("could not connect to %s:%s: %r", host, port, exc)
-                self._note_failure(f"{host}:{port}", wire, exc)
+                self._report_failure(f"{host}:{port}", exc, wire, timeout)
                 self._abandon(wire)
                 return None
             except BaseException:
@@ -796,10 +813,30 @@ class Connection:
                 self._abandon(wire)
                 return event
             self.last_host = f"{host}:{port}"
+            self._failures.clear()
+            self._reported.clear()
+            self._refusals.clear()
             self._established(wire, event)
             return event
         finally:
             self._attempt = None
+
+    def _report_failure(self, host: str, error: BaseException, wire: _Wire, limit: float) -> None:
+        """Say once per host (until a session is made) why it failed: refused, unknown
+        name, silent, or not ZooKeeper. INFO before the first session (``start()``
+        raises with these reasons), WARNING for a client that was connected."""
+        tls = self._tls_failure(error, wire)
+        if tls is not None:
+            text, kind = f"{host}: {tls}", "tls"
+            self._refusals.add(host)
+        elif wire.foreign is not None:
+            text, kind = _diagnose.not_zookeeper(host, wire.foreign), "foreign"
+        else:
+            text, kind = _diagnose.failure(host, error, limit), type(error).__name__
+        self._failures.setdefault(host, text)
+        if (host, kind) not in self._reported:
+            self._reported.add((host, kind))
+            log.log(logging.WARNING if self.last_host else logging.INFO, "%s", text)
 
     def _abandon(self, wire: _Wire) -> None:
         """Abort a connection attempt; close() waits until its socket is really closed."""

@@ -44,7 +44,7 @@ Queued kinds (fair lock, read, write, semaphore lease):
    after the deadline, so every retry loop ends there (a first try still goes out while
    connected: ``timeout=0`` on a free lock succeeds).
 
-One-node exclusive lock (``fair=False``, seed 000): create the ephemeral node ``lock``
+One-node exclusive lock (``fair=False``): create the ephemeral node ``lock``
 (its data names our attempt), pipelined with ``getChildren`` of the lock path; if it
 exists, watch it and retry when it is deleted. One round trip uncontended; unfair by
 design (whoever creates first after a release wins). Queued contenders treat ``lock``

@@ -11,8 +11,9 @@ import functools
 import os
 import socket
 import threading
+import weakref
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from zklocks import _nodes, _validate
 from zklocks._errors import AlreadyHeld, NotHeld
@@ -163,6 +164,7 @@ class LockCore(Generic[L]):
         self._config = config
         self._holdings: HoldingTable[L] = HoldingTable(config)
         self._sibling: LockCore[L] | None = None  # the other half of a read/write lock
+        self._peers: PathPeers | None = None  # the client's other lock objects, by path
 
     @staticmethod
     def _current_owner() -> object:
@@ -194,11 +196,60 @@ class LockCore(Generic[L]):
         return None if holding is None else holding.lease
 
     def _refuse_if_sibling_held(self, owner: object) -> None:
+        """``AlreadyHeld`` where this owner would wait on its own node: the other side
+        of a read/write lock, or another lock object on the same path of the same client
+        with an exclusive side (``lock``, ``write``) involved."""
         if self._sibling is not None and self._sibling._holdings.get(owner) is not None:
             raise AlreadyHeld(
                 f"{self.path}: this {_owner_word(owner)} holds the {self._sibling.kind} side "
                 f"of this read/write lock; taking the {self.kind} side too would wait on itself"
             )
+        peers = self._peers
+        if peers is None:
+            return
+        for other in peers.on_path(self):
+            holding = other._holdings.get(owner)
+            if holding is None or holding.lease.lost:
+                continue
+            if self.kind in _EXCLUSIVE or other.kind in _EXCLUSIVE:
+                raise AlreadyHeld(
+                    f"{self.path}: this {_owner_word(owner)} holds this path through another "
+                    f"{other.kind} object ({other!r}); taking it again as {self.kind} would "
+                    "wait on itself (share one lock object, with reentrant=True to count)"
+                )
+
+
+_EXCLUSIVE = frozenset({"lock", "write"})
+
+
+class PathPeers:
+    """The lock objects a client made, by path: lets a lock see its same-path peers.
+
+    Held weakly: a lock object the program dropped is forgotten.
+    """
+
+    def __init__(self) -> None:
+        self._by_path: dict[str, weakref.WeakSet[LockCore[Any]]] = {}
+        self._mutex = threading.Lock()
+        self._prune_at = 64
+
+    def join(self, lock: LockCore[Any]) -> None:
+        with self._mutex:
+            self._by_path.setdefault(lock.path, weakref.WeakSet()).add(lock)
+            if len(self._by_path) >= self._prune_at:
+                # paths whose lock objects are all gone (one path per order, per user...):
+                # dropped, amortised O(1) per join
+                self._by_path = {path: peers for path, peers in self._by_path.items() if peers}
+                self._prune_at = max(64, 2 * len(self._by_path))
+        lock._peers = self
+
+    def on_path(self, lock: LockCore[Any]) -> list[LockCore[Any]]:
+        """The other lock objects on ``lock``'s path (its read/write sibling included)."""
+        with self._mutex:
+            peers = self._by_path.get(lock.path)
+            if peers is None or len(peers) < 2:  # the usual case: one object per path
+                return []
+            return [p for p in peers if p is not lock]
 
 
 def _owner_word(owner: object) -> str:

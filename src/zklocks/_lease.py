@@ -26,10 +26,13 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from zklocks import _events
 
 if TYPE_CHECKING:
     from zklocks._session import SessionState, Watcher, WatchEvent
@@ -76,14 +79,35 @@ class LeaseBase:
     """
 
     def __init__(self, node: str, token: int, session: SessionFacts, owner: int = 0) -> None:
-        self.node = node
-        self.token = token
-        self.owner = owner  # the session that created the node (0: unknown)
+        self._node = node
+        self._token = token
+        self._owner = owner
         self._session = session
         self._lost_reason: str | None = None
         self._callbacks: list[LostCallback] = []
         self._mutex = threading.Lock()
         self._ended = False  # released by its holder: no longer watched
+        # what the lock events and metrics report (set by the lock that made it)
+        self._kind = "lock"
+        self._path = node.rsplit("/", 1)[0]
+        self._granted_at = time.monotonic()
+        self._counted = False  # counted in the "held" gauge until released or lost
+
+    @property
+    def token(self) -> int:
+        """The fencing token: our node's creation zxid, higher for every later holder."""
+        return self._token
+
+    @property
+    def node(self) -> str:
+        """The full path of our contender node: release deletes it, and so does ZooKeeper
+        when our session ends."""
+        return self._node
+
+    @property
+    def owner(self) -> int:
+        """The id of the ZooKeeper session that created our node (0 if unknown)."""
+        return self._owner
 
     def __repr__(self) -> str:
         state = "lost" if self.lost else "suspended" if self.suspended else "held"
@@ -93,7 +117,7 @@ class LeaseBase:
     def lost(self) -> bool:
         """Has the lease been lost (or may the server have expired our session)?"""
         if self._lost_reason is None:
-            self.check()
+            self._check()
         return self._lost_reason is not None
 
     @property
@@ -114,7 +138,7 @@ class LeaseBase:
                 return
         fn(self)
 
-    def check(self) -> bool:
+    def _check(self) -> bool:
         """Apply the clock rule now; mark the lease lost if its time has come."""
         if self._lost_reason is not None or self._ended:
             return self._lost_reason is not None
@@ -122,16 +146,22 @@ class LeaseBase:
             self._session.last_answered_sent(), self._session.session_timeout()
         )
         if deadline is not None and self._session.clock() >= deadline:
-            self.mark_lost("no answer from ZooKeeper for a whole session timeout")
+            self._mark_lost("no answer from ZooKeeper for a whole session timeout", "no_answer")
         return self._lost_reason is not None
 
-    def mark_lost(self, reason: str) -> None:
-        """Record the loss (first reason wins) and run the callbacks once."""
+    def _mark_lost(self, reason: str, code: str) -> None:
+        """Record the loss (first reason wins) and run the callbacks once.
+
+        ``code`` is the reason as a metric label: ``node_deleted``, ``session_expired``,
+        ``client_stopped`` or ``no_answer``.
+        """
         with self._mutex:
             if self._lost_reason is not None or self._ended:
                 return
             self._lost_reason = reason
             callbacks, self._callbacks = self._callbacks, []
+            counted, self._counted = self._counted, False
+        _events.lease_lost(self, reason, code, counted)
         self._wake_waiters()
         for callback in callbacks:
             callback(self)
@@ -144,15 +174,20 @@ class LeaseBase:
         """Released by its holder."""
         return self._ended
 
-    def end(self) -> None:
+    def _end(self) -> None:
         """The holder released it: stop watching (a later loss is no longer news)."""
         with self._mutex:
+            if self._ended:
+                return
             self._ended = True
             self._callbacks.clear()
+            counted, self._counted = self._counted, False
+        _events.lease_released(self, counted)
 
 
 class Lease(LeaseBase):
-    """A lease from the sync ``Client``; ``wait_lost`` blocks the calling thread."""
+    """Proof of holding a lock, from the sync ``Client``: ``token`` (fencing), ``node``,
+    ``lost`` and ``lost_reason``; ``wait_lost`` blocks the calling thread."""
 
     def __init__(self, node: str, token: int, session: SessionFacts, owner: int = 0) -> None:
         super().__init__(node, token, session, owner)
@@ -169,7 +204,8 @@ class Lease(LeaseBase):
 
 
 class AsyncLease(LeaseBase):
-    """A lease from ``AsyncClient``; ``await lease.wait_lost()``. Loop-thread only."""
+    """Proof of holding a lock, from ``AsyncClient``: ``token`` (fencing), ``node``,
+    ``lost`` and ``lost_reason``; ``await lease.wait_lost()``. Loop-thread only."""
 
     def __init__(self, node: str, token: int, session: SessionFacts, owner: int = 0) -> None:
         super().__init__(node, token, session, owner)
@@ -230,11 +266,11 @@ class LeaseKeeper:
 
         def on_event(event: WatchEvent) -> None:
             if event.kind is WatchKind.DELETED:
-                lease.mark_lost(f"our node {lease.node} was deleted")
+                lease._mark_lost(f"our node {lease.node} was deleted", "node_deleted")
             elif event.kind is WatchKind.SESSION_LOST:
-                lease.mark_lost("the ZooKeeper session expired")
+                lease._mark_lost("the ZooKeeper session expired", "session_expired")
             elif event.kind is WatchKind.CLOSED:
-                lease.mark_lost("the client was stopped")
+                lease._mark_lost("the client was stopped", "client_stopped")
             elif not lease.lost:
                 watch_node(lease.node, on_event)  # a data change: watch again
 
@@ -250,9 +286,9 @@ class LeaseKeeper:
         from zklocks._session import SessionState
 
         if state is SessionState.LOST:
-            self.mark_all_lost("the ZooKeeper session expired")
+            self.mark_all_lost("the ZooKeeper session expired", "session_expired")
         elif state is SessionState.CLOSED:
-            self.mark_all_lost("the client was stopped")
+            self.mark_all_lost("the client was stopped", "client_stopped")
         elif state is SessionState.SUSPENDED:
             self._connected = False
             self._arm_timer()
@@ -267,10 +303,10 @@ class LeaseKeeper:
         facts = self._facts()
         return self._connected and facts is not None and facts.lagging()
 
-    def mark_all_lost(self, reason: str) -> None:
+    def mark_all_lost(self, reason: str, code: str) -> None:
         self._disarm_timer()
         for lease in list(self._leases):
-            lease.mark_lost(reason)
+            lease._mark_lost(reason, code)
 
     def _arm_timer(self) -> None:
         facts = self._facts()
@@ -294,7 +330,7 @@ class LeaseKeeper:
 
     def check_all(self) -> None:
         for lease in list(self._leases):
-            lease.check()
+            lease._check()
 
     def _disarm_timer(self) -> None:
         cancel, self._cancel_timer = self._cancel_timer, None

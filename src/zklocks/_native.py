@@ -98,7 +98,7 @@ def facts_of(connection: Connection) -> SessionFacts:
 
 def connection_failed(error: ConnectionFailedError) -> ConnectionFailed:
     """``start()``'s error: what went wrong, and what to try when nothing answered."""
-    if error.reasons:  # a TLS or credentials refusal: the message already says what to fix
+    if error.refused:  # a TLS or credentials refusal: the message already says what to fix
         return ConnectionFailed(str(error))
     return ConnectionFailed(
         f"{error}; is ZooKeeper running there? Start one with `zklocks server`, "

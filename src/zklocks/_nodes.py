@@ -11,7 +11,7 @@ suffix ZooKeeper appends: the parent's ``cversion`` as ``%010d``, a *signed* 32-
 counter that wraps to negative numbers after 2**31 changes. It is parsed as an integer
 and ordered by serial-number arithmetic (RFC 1982), never compared as a string.
 
-The one-node exclusive lock (``fair=False``, seed 000) is the single child ``lock``
+The one-node exclusive lock (``fair=False``) is the single child ``lock``
 (no suffix); it is always the head of the line while it exists.
 Any other child name is foreign: ignored, never a contender. That includes a name that
 looks like ours but whose sequence ZooKeeper cannot have issued (outside 32 bits): anyone

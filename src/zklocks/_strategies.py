@@ -9,7 +9,7 @@ line order and contains ``me``) and answers:
 * ``Refused(reason)``: the contenders disagree about what this path is (a semaphore with
   other permits, a semaphore and a lock on one path).
 
-The rules (seeds 000-003):
+The rules:
 
 * exclusive (``lock``, ``write``): held when first; waits for its immediate predecessor.
 * ``read``: held when no exclusive node is before it; waits for the nearest earlier one

@@ -18,7 +18,7 @@ import importlib
 import click
 
 from zklocks import __version__
-from zklocks._cli.common import CONTEXT
+from zklocks._cli.common import CONTEXT, show_library_logs
 
 COMMANDS = {
     "run": "zklocks._cli.run:run",
@@ -58,8 +58,16 @@ class _LazyGroup(click.Group):
 
 @click.group(cls=_LazyGroup, context_settings=CONTEXT, epilog=EPILOG)
 @click.version_option(__version__, "--version", prog_name="zklocks")
-def main() -> None:
+@click.option(
+    "-v",
+    "--verbose",
+    "verbosity",
+    count=True,
+    help="Show the library's log: -v lock and connection events, -vv everything.",
+)
+def main(verbosity: int) -> None:
     """Distributed locks on Apache ZooKeeper, from the command line."""
+    show_library_logs(verbosity)
 
 
 if __name__ == "__main__":

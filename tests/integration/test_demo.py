@@ -40,7 +40,7 @@ def tokens_in(line: str) -> list[int]:
 
 
 def check_summary(text: str) -> None:
-    """The summary says every scenario behaved as the seeds' story says."""
+    """The summary says every scenario behaved as its story says."""
     summary = text[text.rindex("Summary") :]
     lines = [line.strip() for line in summary.splitlines()]
     for title in ("fair lock", "read/write", "crash", "pause"):

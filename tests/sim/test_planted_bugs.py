@@ -89,8 +89,8 @@ def test_a_deadlock_is_caught_at_quiescence_even_without_the_wake_up_check(
 
 
 def test_a_lease_that_ignores_the_clock_rule_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A paused holder whose session expired must see its lease lost (``Lease.check``)."""
-    monkeypatch.setattr(LeaseBase, "check", lambda self: self._lost_reason is not None)
+    """A paused holder whose session expired must see its lease lost (``LeaseBase._check``)."""
+    monkeypatch.setattr(LeaseBase, "_check", lambda self: self._lost_reason is not None)
     with pytest.raises(SimulationFailure) as caught:
         explore(range(BUDGET), known=KNOWN_ISSUES)
     failure = caught.value

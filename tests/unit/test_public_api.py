@@ -55,3 +55,38 @@ def test_sync_and_async_locks_share_method_names() -> None:
         assert names <= set(dir(cls)), cls
     for cls in (zklocks.Client, zklocks.AsyncClient):
         assert {"lock", "read_write_lock", "semaphore", "start", "stop"} <= set(dir(cls))
+
+
+def test_connection_state_and_listeners_on_both_clients() -> None:
+    assert [state.name for state in zklocks.ConnectionState] == [
+        "CONNECTED",
+        "SUSPENDED",
+        "LOST",
+        "CLOSED",
+    ]
+    for cls in (zklocks.Client, zklocks.AsyncClient):
+        assert {"add_listener", "remove_listener", "state", "session_timeout"} <= set(dir(cls))
+
+
+def test_metrics_module_names() -> None:
+    import zklocks.metrics
+
+    assert zklocks.metrics.__all__ == ["disable", "enable"]
+    for name in zklocks.metrics.__all__:
+        assert callable(getattr(zklocks.metrics, name))
+
+
+def test_lease_internal_hooks_are_private() -> None:
+    for cls in (zklocks.Lease, zklocks.AsyncLease):
+        public = {name for name in dir(cls) if not name.startswith("_")}
+        assert public == {
+            "add_lost_callback",
+            "ended",
+            "lost",
+            "lost_reason",
+            "node",
+            "owner",
+            "suspended",
+            "token",
+            "wait_lost",
+        }, cls

@@ -3,19 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import warnings
 from collections.abc import Callable, Sequence
 from ssl import SSLContext
 from types import TracebackType
 
-from zklocks import _validate
+from zklocks import _events, _validate
 from zklocks._asyncio.locks import AsyncLock, AsyncReadWriteLock
 from zklocks._asyncio.session import AsyncSession
-from zklocks._connection import Connection
+from zklocks._connection import Connection, SessionState
 from zklocks._errors import ClientClosed, InvalidArgument
 from zklocks._flow import Acquired
 from zklocks._holdings import LockConfig
 from zklocks._lease import AsyncLease, LeaseKeeper, SessionFacts
-from zklocks._lockmaker import DEFAULT_HOSTS, LockMaker
+from zklocks._lockmaker import DEFAULT_HOSTS, LockMaker, show_concrete_types
 from zklocks._native import connection_failed
 from zklocks._protocol.errors import ConnectionFailedError
 from zklocks._security import ACL
@@ -24,9 +25,14 @@ from zklocks._security import ACL
 class AsyncClient(LockMaker[AsyncLock, AsyncReadWriteLock]):
     """The asyncio twin of ``Client``: same arguments, same locks, awaitable methods.
 
+    As for ``Client``, a chroot in ``hosts`` must already exist, and ``session_timeout``
+    is the one the server granted once connected.
+
     It runs on the loop it is started on, with no thread of its own; every waiting task
-    costs one watch and a few objects, never a thread. ``auth``, ``acl`` and ``ssl`` are
-    ``Client``'s (see docs/security.md).
+    costs one watch and a few objects, never a thread. Connection listeners
+    (``add_listener``) are called on that loop, inside the connection's callbacks: they
+    must not block, and cannot await (start a task for async work). ``auth``, ``acl``
+    and ``ssl`` are ``Client``'s (see docs/security.md).
     """
 
     def __init__(
@@ -53,7 +59,11 @@ class AsyncClient(LockMaker[AsyncLock, AsyncReadWriteLock]):
         return f"<AsyncClient {self.hosts} {state}>"
 
     async def start(self) -> AsyncClient:
-        """Connect (``ConnectionFailed`` if no server answers within ``connect_timeout``)."""
+        """Connect and make a session; returns the client.
+
+        Raises ``ConnectionFailed`` (a ``TimeoutError``) if no server answers within
+        ``connect_timeout``; ``ClientClosed`` if the client was stopped.
+        """
         if self._stopped:
             raise ClientClosed("a stopped client cannot be started again; make a new one")
         if self._session is not None:
@@ -61,13 +71,12 @@ class AsyncClient(LockMaker[AsyncLock, AsyncReadWriteLock]):
         # ``connect_timeout`` bounds the whole start; each attempt gets a share of it.
         connection = Connection(
             self.hosts,
-            session_timeout=self.session_timeout,
+            session_timeout=self._requested_timeout,
             ensemble_lag=self.ensemble_lag,
             ssl=self._ssl,
             auth=self._auth_packets,
         )
         session = AsyncSession(connection)
-        connection.add_state_listener(self._keeper.on_state)
         try:
             await connection.start(self.connect_timeout)
         except ConnectionFailedError as exc:
@@ -78,6 +87,11 @@ class AsyncClient(LockMaker[AsyncLock, AsyncReadWriteLock]):
                 f"chroot {connection.chroot} does not exist on the server; "
                 "create it first, or remove it from the hosts string"
             )
+        # Listen from here (no await in between: no change is missed), weakly: a client
+        # dropped without stop() can be collected, and warns. A failed start leaves the
+        # state LOST, as the sync client's, and the client may be started again.
+        connection.add_state_listener(_events.weak_method(self._on_session_state))
+        self._on_session_state(connection.state)
         session.mark_connected()
         self._session = session
         return self
@@ -85,11 +99,27 @@ class AsyncClient(LockMaker[AsyncLock, AsyncReadWriteLock]):
     async def stop(self) -> None:
         """Close the session: the server deletes our nodes at once; leases become lost."""
         self._stopped = True
+        self._remember_granted_timeout()
         session, self._session = self._session, None
         if session is not None:
             session.closed = True
             await session.connection.close()
-        self._keeper.mark_all_lost("the client was stopped")
+        self._keeper.mark_all_lost("the client was stopped", "client_stopped")
+        self._states.on_session_state(SessionState.CLOSED)
+
+    def _on_session_state(self, state: SessionState) -> None:
+        self._keeper.on_state(state)
+        self._states.on_session_state(state)
+
+    def __del__(self) -> None:
+        if getattr(self, "_session", None) is not None and not self._stopped:
+            warnings.warn(
+                f"{self!r} was never stopped: its session stays open (and its locks held) "
+                "while its event loop runs; await stop() or use `async with`",
+                ResourceWarning,
+                source=self,
+                stacklevel=2,
+            )
 
     async def __aenter__(self) -> AsyncClient:
         return await self.start()
@@ -104,14 +134,20 @@ class AsyncClient(LockMaker[AsyncLock, AsyncReadWriteLock]):
 
     @property
     def connected(self) -> bool:
+        """Is a session live on a connection right now (``state`` is ``CONNECTED``)?"""
         session = self._session
         return session is not None and session.facts.connected()
 
     def _new_lock(self, config: LockConfig) -> AsyncLock:
-        return AsyncLock(self, config)
+        lock = AsyncLock(self, config)
+        self._peers.join(lock)
+        return lock
 
     def _new_read_write(self, read: LockConfig, write: LockConfig) -> AsyncReadWriteLock:
-        return AsyncReadWriteLock(AsyncLock(self, read), AsyncLock(self, write))
+        pair = AsyncReadWriteLock(AsyncLock(self, read), AsyncLock(self, write))
+        self._peers.join(pair.read)
+        self._peers.join(pair.write)
+        return pair
 
     # -- for the lock classes -----------------------------------------------------------
 
@@ -139,3 +175,6 @@ class AsyncClient(LockMaker[AsyncLock, AsyncReadWriteLock]):
     @staticmethod
     def _loop_timer(delay: float, fn: Callable[[], None]) -> Callable[[], None]:
         return asyncio.get_running_loop().call_later(delay, fn).cancel
+
+
+show_concrete_types(AsyncClient, AsyncLock, AsyncReadWriteLock)

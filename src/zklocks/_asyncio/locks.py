@@ -11,7 +11,7 @@ import time
 from types import TracebackType
 from typing import TYPE_CHECKING, Literal, overload
 
-from zklocks import _flow, _validate
+from zklocks import _events, _flow, _validate
 from zklocks._asyncio import driver
 from zklocks._contenders import Contender, list_contenders
 from zklocks._errors import LockError, LockLost
@@ -61,6 +61,8 @@ class AsyncLock(LockCore[AsyncLease]):
         """Wait until held (or ``timeout`` seconds pass) and return the lease.
 
         Cancelling the waiting task deletes our node, then ``CancelledError`` propagates.
+        Raises ``LockTimeout``, ``AlreadyHeld``, ``InvalidArgument``, ``ClientClosed`` and
+        ``LockError`` as ``Lock.acquire`` does; ``LockError`` also outside a task.
         ``blocking=False`` is ``try_acquire()``: the lease, or None without waiting (a
         timeout then makes no sense, as for ``threading.Lock``).
         """
@@ -85,10 +87,12 @@ class AsyncLock(LockCore[AsyncLease]):
         session = self._client._session_or_raise()
         deadline = None if timeout is None else time.monotonic() + timeout
         spec = self._config.spec(owner.get_name(), deadline, blocking)
-        acquired = await driver.run(_flow.acquire(spec), session)
+        probe = _events.AcquireProbe(self.kind, self.path)
+        acquired = await driver.run(probe.watch(_flow.acquire(spec)), session)
         if acquired is None:
             return None
         lease = self._client._watch_lease(acquired)
+        probe.held(lease)
         self._holdings.add(owner, lease)
         return lease
 
@@ -106,7 +110,7 @@ class AsyncLock(LockCore[AsyncLease]):
         # once lost (our node deleted by someone, say), whoever holds ``lock`` now may
         # not be us: the one-node release then reads the node before deleting it
         owner = 0 if lease.lost else lease.owner
-        lease.end()
+        lease._end()
         session = self._client._session_or_none()
         if session is not None:
             await driver.run(_flow.release(lease.node, lease.token, owner), session)

@@ -4,7 +4,8 @@ person can act on, exit statuses, and small formatting helpers."""
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable
+import logging
+from collections.abc import Callable, Sequence
 from typing import IO, Any, NoReturn, TypeVar
 
 import click
@@ -14,7 +15,6 @@ from zklocks._cli.sanitise import clean
 from zklocks._cli.security import Security
 from zklocks._errors import ConnectionFailed, InvalidArgument, InvalidPath
 from zklocks._lockmaker import DEFAULT_HOSTS
-from zklocks._protocol.errors import ConnectionFailedError
 from zklocks._sync.client import Client
 from zklocks._validate import hosts as hosts_string
 from zklocks._validate import lock_path
@@ -109,31 +109,55 @@ def connect(
     hosts: str,
     connect_timeout: float,
     *,
-    session_timeout: float = 10.0,
+    session_timeout: float | None = None,
     security: Security | None = None,
 ) -> Client:
     """A started client, or exit 69 saying which hosts did not answer and what to try
-    (or, for a TLS or credentials refusal, what the server refused)."""
+    (or, for a TLS or credentials refusal, what the server refused).
+
+    With ``session_timeout`` (the user's ``--session-timeout``), says so when the server
+    granted another one (it clamps to its bounds).
+    """
     options = (security or Security()).client_options()
     try:
         client = Client(
-            hosts, session_timeout=session_timeout, connect_timeout=connect_timeout, **options
+            hosts,
+            session_timeout=session_timeout or 10.0,
+            connect_timeout=connect_timeout,
+            **options,
         )
     except InvalidArgument as error:
         fail(str(error), EX_USAGE)
     try:
-        return client.start()
+        client.start()
     except ConnectionFailed as error:
         cause = error.__cause__
-        if isinstance(cause, ConnectionFailedError) and cause.reasons:
-            fail(f"cannot connect to ZooKeeper at {hosts}: {error}", EX_UNAVAILABLE)
-        fail(unreachable_message(hosts, connect_timeout), EX_UNAVAILABLE)
+        reasons: Sequence[str] = getattr(cause, "reasons", ())
+        if getattr(cause, "refused", False):  # it runs, and said no: say what to fix
+            found = "".join(f"\n  {reason}" for reason in reasons) or f" {error}"
+            fail(f"cannot connect to ZooKeeper at {hosts}:{found}", EX_UNAVAILABLE)
+        fail(unreachable_message(hosts, connect_timeout, reasons), EX_UNAVAILABLE)
+    except InvalidArgument as error:  # e.g. a chroot that does not exist on the server
+        fail(f"--hosts {hosts}: {error}", EX_USAGE)
+    granted = client.session_timeout
+    if session_timeout is not None and abs(granted - session_timeout) > 0.0005:
+        click.echo(
+            f"zklocks: the server granted a session timeout of {granted:g} s, not the "
+            f"{session_timeout:g} s asked for (it keeps sessions between its "
+            "minSessionTimeout and maxSessionTimeout)",
+            err=True,
+        )
+    return client
 
 
-def unreachable_message(hosts: str, connect_timeout: float) -> str:
+def unreachable_message(hosts: str, connect_timeout: float, reasons: Sequence[str] = ()) -> str:
+    found = "".join(f"\n  {reason}" for reason in reasons)
+    if found:
+        head = f"cannot reach ZooKeeper at {hosts}:{found}\n"
+    else:
+        head = f"cannot reach ZooKeeper at {hosts} (no answer within {connect_timeout:g} s).\n"
     return (
-        f"cannot reach ZooKeeper at {hosts} (no answer within {connect_timeout:g} s).\n"
-        "  - Is a server running there? For a local one to try things with, run:\n"
+        head + "  - Is a server running there? For a local one to try things with, run:\n"
         "        zklocks server\n"
         "  - Elsewhere? Pass --hosts host:port[,host:port...] or set ZKLOCKS_HOSTS.\n"
         "  - Slow network? Allow more time with --connect-timeout SECONDS."
@@ -158,3 +182,25 @@ def age(created: dt.datetime, now: dt.datetime | None = None) -> float:
     """Seconds since ``created`` (never negative: clocks of two machines may disagree)."""
     now = now or dt.datetime.now(tz=dt.timezone.utc)
     return max(0.0, (now - created).total_seconds())
+
+
+class _LibraryLogLines(logging.Handler):
+    """The library's log records as the CLI's own ``zklocks: ...`` lines on stderr."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            click.echo(f"zklocks: {record.getMessage()}", err=True)
+        except Exception:
+            self.handleError(record)
+
+
+def show_library_logs(verbosity: int) -> None:
+    """Show the library's records: warnings by default, ``-v`` INFO, ``-vv`` DEBUG.
+
+    Replaces the handler a previous call installed (tests invoke the CLI many times).
+    """
+    logger = logging.getLogger("zklocks")
+    for handler in [h for h in logger.handlers if isinstance(h, _LibraryLogLines)]:
+        logger.removeHandler(handler)
+    logger.addHandler(_LibraryLogLines())
+    logger.setLevel((logging.WARNING, logging.INFO)[verbosity] if verbosity < 2 else logging.DEBUG)

@@ -1,14 +1,14 @@
-"""``zklocks demo``: the seed articles' story, played live by real processes.
+"""``zklocks demo``: four lock scenarios, played live by real processes.
 
 Four scenarios, each with worker processes (``demo_worker``) that have their own
 ZooKeeper sessions, on a lock path of their own under a fresh root:
 
-1. **fair lock** (seed 001): five workers queue; each release wakes exactly the next
+1. **fair lock**: five workers queue; each release wakes exactly the next
    one, because each waiter watches only its predecessor (the watch chain).
-2. **read/write** (seed 003): the article's timeline R1 R2 R3 W4 W5 R6 W7, step by step.
-3. **crash** (seeds 000, 004): the holder is SIGKILLed; ZooKeeper deletes its ephemeral
+2. **read/write**: the timeline R1 R2 R3 W4 W5 R6 W7, step by step.
+3. **crash**: the holder is SIGKILLed; ZooKeeper deletes its ephemeral
    node once the session times out, and the next worker proceeds.
-4. **pause** (seed 004): the holder is SIGSTOPped past its session timeout; another
+4. **pause**: the holder is SIGSTOPped past its session timeout; another
    worker takes the lock with a higher fencing token and writes; on SIGCONT the paused
    worker learns from its lease that it lost the lock, and its stale write is refused
    by a fenced store.
@@ -240,7 +240,7 @@ def play_fair(stage: Stage, crew: Crew) -> list[str]:
     ]
 
 
-# -- 2. read/write: seed 003's timeline ------------------------------------------------------
+# -- 2. read/write: readers share, writers wait their turn ----------------------------------
 
 RW_PLAN = (
     ("R1", "read"),
@@ -281,7 +281,7 @@ def play_read_write(stage: Stage, crew: Crew) -> list[str]:
             crew.expect(name, "watching")
             stage.say(f"{name} queues and watches {watched[0]}: {why}")
     stage.say("R1 R2 R3 read together; W4 W5 R6 W7 wait, each watching one node")
-    stage.say("(in the article's first version every writer watched the smallest node,")
+    stage.say("(had every writer watched the smallest node instead,")
     stage.say(" so R1's release alone would wake W4, W5 and W7: the herd effect)")
     before = 0
     for releaser, gainer in RW_STEPS:
@@ -324,7 +324,14 @@ def play_read_write(stage: Stage, crew: Crew) -> list[str]:
 # -- 3. crash --------------------------------------------------------------------------------
 
 
-def _await_expiry(stage: Stage, path: str, node: str, name: str, since: float) -> float:
+def _granted_timeout(crew: Crew, name: str, asked: float) -> float:
+    """Wait for ``name`` to be ready; the session timeout the server granted it."""
+    return float(crew.expect(name, "ready").data.get("session_timeout", asked))
+
+
+def _await_expiry(
+    stage: Stage, path: str, node: str, name: str, since: float, timeout: float
+) -> float:
     """Wait (on watches) until ZooKeeper deletes ``node``; seconds since ``since``."""
     stage.watch_until(
         path,
@@ -332,7 +339,7 @@ def _await_expiry(stage: Stage, path: str, node: str, name: str, since: float) -
         f"ZooKeeper deleting {name}'s node",
         status=lambda: (
             f"{name}'s node is still there, {time.monotonic() - since:.1f} s on "
-            f"(its session timeout is {stage.session_timeout:g} s)"
+            f"(its session timeout is {timeout:g} s)"
         ),
     )
     stage.screen.status("")
@@ -341,11 +348,10 @@ def _await_expiry(stage: Stage, path: str, node: str, name: str, since: float) -
 
 def play_crash(stage: Stage, crew: Crew) -> list[str]:
     path = f"{stage.root}/crash"
-    timeout = stage.session_timeout
     for name in ("w1", "w2"):
-        crew.spawn(name, path, session_timeout=timeout)
-    for name in ("w1", "w2"):
-        crew.expect(name, "ready")
+        crew.spawn(name, path, session_timeout=stage.session_timeout)
+    timeout = _granted_timeout(crew, "w1", stage.session_timeout)  # w1's, as the server has it
+    _granted_timeout(crew, "w2", stage.session_timeout)
     stage.join(crew, "w1", path)
     first = int(crew.expect("w1", "acquired").data["token"])
     places = stage.join(crew, "w2", path)
@@ -356,7 +362,7 @@ def play_crash(stage: Stage, crew: Crew) -> list[str]:
     crew.signal("w1", signal.SIGKILL)
     stage.say(f"SIGKILL w1 (pid {crew.workers['w1'].pid}): it can release nothing now")
     stage.say(f"its node stays until ZooKeeper expires its session ({timeout:g} s of silence)")
-    gone = _await_expiry(stage, path, node, "w1", killed_at)
+    gone = _await_expiry(stage, path, node, "w1", killed_at, timeout)
     stage.say(f"ZooKeeper expired w1's session and deleted its node, {gone:.2f} s after the kill")
     event = crew.expect("w2", "acquired", forbid=("acquired",))
     second = int(event.data["token"])
@@ -388,8 +394,8 @@ def play_pause(stage: Stage, crew: Crew) -> list[str]:
     store = FencedStore(store_path)
     for name in ("w1", "w2"):
         crew.spawn(name, path, session_timeout=stage.session_timeout, store=str(store_path))
-    for name in ("w1", "w2"):
-        crew.expect(name, "ready")
+    timeout = _granted_timeout(crew, "w1", stage.session_timeout)
+    _granted_timeout(crew, "w2", stage.session_timeout)
     stage.join(crew, "w1", path)
     old = int(crew.expect("w1", "acquired").data["token"])
     crew.workers["w1"].send("write balance 100")
@@ -402,7 +408,7 @@ def play_pause(stage: Stage, crew: Crew) -> list[str]:
     paused_at = time.monotonic()
     crew.signal("w1", signal.SIGSTOP)
     stage.say("SIGSTOP w1 mid-work (think: a long GC pause); it still believes it holds the lock")
-    gone = _await_expiry(stage, path, node, "w1", paused_at)
+    gone = _await_expiry(stage, path, node, "w1", paused_at, timeout)
     stage.say(f"ZooKeeper expired w1's session and deleted its node, {gone:.2f} s into the pause")
     new = int(crew.expect("w2", "acquired", forbid=("acquired",)).data["token"])
     stage.look(path)
@@ -450,7 +456,7 @@ SCENARIOS = (
         "fair",
         "fair lock",
         (
-            "Seed 001: every contender creates an ephemeral sequential node; the smallest",
+            "Every contender creates an ephemeral sequential node; the smallest",
             "holds, and every other one watches only the node just before it.",
             "So a release wakes exactly one waiter: the next in line.",
         ),
@@ -460,7 +466,7 @@ SCENARIOS = (
         "rw",
         "read/write",
         (
-            "Seed 003: R1 R2 R3 W4 W5 R6 W7 queue in that order. Readers share; a reader",
+            "R1 R2 R3 W4 W5 R6 W7 queue in that order. Readers share; a reader",
             "waits for the nearest writer before it, a writer for the node just before it.",
         ),
         play_read_write,
@@ -469,7 +475,7 @@ SCENARIOS = (
         "crash",
         "crash",
         (
-            "Seeds 000/004: why ephemeral nodes. The holder dies without releasing;",
+            "Why ephemeral nodes: the holder dies without releasing;",
             "ZooKeeper deletes its node when its session times out, and the next proceeds.",
         ),
         play_crash,
@@ -478,7 +484,7 @@ SCENARIOS = (
         "pause",
         "pause",
         (
-            "Seed 004's open problem: a holder paused past its session timeout loses the",
+            "A holder paused past its session timeout loses the",
             "lock without knowing. Its lease tells it; fencing tokens stop its late write.",
         ),
         play_pause,

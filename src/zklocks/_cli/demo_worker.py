@@ -123,7 +123,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             rw = client.read_write_lock(args.path, identifier=args.name)
             lock = rw.read if args.kind == "read" else rw.write
-        report("ready", pid=os.getpid())
+        report("ready", pid=os.getpid(), session_timeout=client.session_timeout)
         _serve(lock, store)
     return 0
 

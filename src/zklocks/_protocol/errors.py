@@ -248,20 +248,18 @@ class ConnectionFailedError(ZooKeeperError, TimeoutError):
         *,
         hosts: tuple[str, ...] = (),
         path: str | None = None,
-        reasons: dict[str, str] | None = None,
+        reasons: tuple[str, ...] = (),
+        refused: bool = False,
     ) -> None:
         self.hosts = hosts
-        #: why each host failed when we know better than "no answer" (TLS, credentials)
-        self.reasons = dict(reasons or {})
+        self.reasons = reasons  # what went wrong with each host, in words
+        #: a server answered and refused us (TLS, credentials): it runs, so "is ZooKeeper
+        #: running there?" would mislead; the reasons say what to fix
+        self.refused = refused
         if not message:
             message = "no ZooKeeper server answered"
-            if reasons:
-                message = "could not connect to ZooKeeper"
             if hosts:
                 message = f"{message} (tried {', '.join(hosts)})"
-            if self.reasons:
-                why = "; ".join(f"{host}: {reason}" for host, reason in self.reasons.items())
-                message = f"{message}; {why}"
         super().__init__(message, path=path)
 
 

@@ -4,19 +4,20 @@ from __future__ import annotations
 
 import functools
 import threading
+import warnings
 from collections.abc import Callable, Sequence
 from ssl import SSLContext
 from types import TracebackType
 from typing import Any, Protocol
 
-from zklocks import _validate
+from zklocks import _events, _validate
 from zklocks._errors import ClientClosed, InvalidArgument
 from zklocks._flow import Acquired, Flow
 from zklocks._holdings import LockConfig
 from zklocks._lease import Lease, LeaseKeeper, SessionFacts
-from zklocks._lockmaker import DEFAULT_HOSTS, LockMaker
+from zklocks._lockmaker import DEFAULT_HOSTS, LockMaker, show_concrete_types
 from zklocks._security import ACL
-from zklocks._session import SyncSession
+from zklocks._session import SessionState, SyncSession
 from zklocks._sync import driver
 from zklocks._sync.locks import Lock, ReadWriteLock
 
@@ -63,9 +64,12 @@ class Client(LockMaker[Lock, ReadWriteLock]):
     """A connection to ZooKeeper (one session) from which locks are made.
 
     ``hosts`` is ZooKeeper's connect string: ``"host:port[,host:port...][/chroot]"``.
+    A chroot must already exist on the server: every path is taken inside it.
     ``session_timeout`` (seconds) is how long the server keeps our session, and so our
     locks, after it last heard from us; it is also how soon a crashed holder's lock is
-    released. Use as a context manager, or call ``start()`` and ``stop()``.
+    released. The server clamps it to its own bounds: ``client.session_timeout`` says
+    what was granted once connected. Use as a context manager, or call ``start()`` and
+    ``stop()``; a client garbage-collected without ``stop()`` warns (``ResourceWarning``).
     ``ensemble_lag`` (seconds) is how far an ensemble member's answers may outrun the
     leader's session timer: the servers' (syncLimit + 1) x tickTime. ``None`` means 0
     on a standalone server and ``session_timeout / 4`` on an ensemble; see
@@ -78,6 +82,11 @@ class Client(LockMaker[Lock, ReadWriteLock]):
     that identity alone (``"open"``, the default, is ZooKeeper's open ACL; or a list of
     ``zklocks.ACL``); ``ssl=True`` or an ``ssl.SSLContext`` connects over TLS.
     Credentials never appear in a repr, a log line or an error.
+
+    Every call blocks the calling thread; inside ``async`` code use ``AsyncClient``
+    (the sync client warns with a ``RuntimeWarning`` when called in a running event loop).
+    Connection state: ``state``, ``add_listener()`` and ``remove_listener()``.
+    Raises ``InvalidArgument`` for bad arguments.
     """
 
     def __init__(
@@ -109,6 +118,7 @@ class Client(LockMaker[Lock, ReadWriteLock]):
         self._stopped = False
         self._keeper = LeaseKeeper(self._facts, self._call_later)
         self._mutex = threading.Lock()
+        self._starting = False
 
     def __repr__(self) -> str:
         state = "stopped" if self._stopped else "started" if self._session else "new"
@@ -117,30 +127,62 @@ class Client(LockMaker[Lock, ReadWriteLock]):
     # -- lifecycle ----------------------------------------------------------------------
 
     def start(self) -> Client:
-        """Connect (``ConnectionFailed`` if no server answers within ``connect_timeout``)."""
+        """Connect and make a session; returns the client.
+
+        Raises ``ConnectionFailed`` (a ``TimeoutError``) if no server answers within
+        ``connect_timeout``, naming each host and what went wrong with it; ``ClientClosed``
+        if the client was stopped (a client is started once).
+        """
+        driver.warn_if_in_event_loop(stacklevel=3)
         if self._stopped:
             raise ClientClosed("a stopped client cannot be started again; make a new one")
         if self._session is not None:
             return self
         session = self._session_factory(
             self.hosts,
-            session_timeout=self.session_timeout,
+            session_timeout=self._requested_timeout,
             connect_timeout=self.connect_timeout,
             ensemble_lag=self.ensemble_lag,
         )
-        session.add_state_listener(self._keeper.on_state)
-        session.start()
+        # weakly: a client dropped without stop() can be collected, and warns
+        session.add_state_listener(_events.weak_method(self._on_session_state))
+        self._starting = True
+        try:
+            session.start()
+        finally:
+            self._starting = False
         self._session = session
         return self
 
     def stop(self) -> None:
-        """Close the session: the server deletes our nodes at once; leases become lost."""
+        """Close the session: the server deletes our nodes at once; leases become lost.
+
+        Idempotent; never raises for a connection problem.
+        """
         with self._mutex:
             self._stopped = True
+            self._remember_granted_timeout()
             session, self._session = self._session, None
         if session is not None:
             session.close()
-        self._keeper.mark_all_lost("the client was stopped")
+        self._keeper.mark_all_lost("the client was stopped", "client_stopped")
+        self._states.on_session_state(SessionState.CLOSED)
+
+    def _on_session_state(self, state: SessionState) -> None:
+        if state is SessionState.CLOSED and self._starting:
+            return  # a failed start: the state stays LOST and the client may start again
+        self._keeper.on_state(state)
+        self._states.on_session_state(state)
+
+    def __del__(self) -> None:
+        if getattr(self, "_session", None) is not None and not self._stopped:
+            warnings.warn(
+                f"{self!r} was never stopped: its session stays open (and its locks held) "
+                "until the process exits; call stop() or use `with`",
+                ResourceWarning,
+                source=self,
+                stacklevel=2,
+            )
 
     def __enter__(self) -> Client:
         return self.start()
@@ -155,16 +197,22 @@ class Client(LockMaker[Lock, ReadWriteLock]):
 
     @property
     def connected(self) -> bool:
+        """Is a session live on a connection right now (``state`` is ``CONNECTED``)?"""
         session = self._session
         return session is not None and session.facts.connected()
 
     # -- locks --------------------------------------------------------------------------
 
     def _new_lock(self, config: LockConfig) -> Lock:
-        return Lock(self, config)
+        lock = Lock(self, config)
+        self._peers.join(lock)
+        return lock
 
     def _new_read_write(self, read: LockConfig, write: LockConfig) -> ReadWriteLock:
-        return ReadWriteLock(Lock(self, read), Lock(self, write))
+        pair = ReadWriteLock(Lock(self, read), Lock(self, write))
+        self._peers.join(pair.read)
+        self._peers.join(pair.write)
+        return pair
 
     # -- for the lock classes and tools ------------------------------------------------
 
@@ -198,3 +246,6 @@ class Client(LockMaker[Lock, ReadWriteLock]):
         lease = Lease(acquired.node, acquired.token, session.facts, acquired.owner)
         self._keeper.track(lease, session.watch_node)
         return lease
+
+
+show_concrete_types(Client, Lock, ReadWriteLock)

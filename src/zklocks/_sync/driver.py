@@ -7,7 +7,9 @@ the driver keeps executing those operations. A flow is never ``close()``d.
 
 from __future__ import annotations
 
+import asyncio
 import threading
+import warnings
 from typing import Any
 
 from zklocks._drive import (
@@ -30,6 +32,18 @@ from zklocks._ops import (
     SessionId,
 )
 from zklocks._session import SyncSession, WatchEvent
+
+
+def warn_if_in_event_loop(stacklevel: int) -> None:
+    """The sync client blocks its caller: inside a running event loop that stalls every
+    task, and a lock held by another task of that loop could never be released."""
+    if asyncio._get_running_loop() is not None:
+        warnings.warn(
+            "zklocks.Client blocks the calling thread, and this thread is running an asyncio "
+            "event loop: use zklocks.AsyncClient in async code",
+            RuntimeWarning,
+            stacklevel=stacklevel,
+        )
 
 
 def run(flow: Flow, session: SyncSession) -> Any:

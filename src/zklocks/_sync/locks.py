@@ -12,7 +12,7 @@ import time
 from types import TracebackType
 from typing import TYPE_CHECKING, Literal, overload
 
-from zklocks import _flow, _validate
+from zklocks import _events, _flow, _validate
 from zklocks._contenders import Contender, list_contenders
 from zklocks._errors import LockLost
 from zklocks._holdings import LockConfig, LockCore
@@ -30,6 +30,8 @@ class Lock(LockCore[Lease]):
 
     Made by ``Client.lock`` (fair or one-node exclusive), ``Client.read_write_lock``
     (``.read`` / ``.write``) and ``Client.semaphore``; all share this interface.
+    ``with lock as lease:`` acquires and releases; leaving the block normally after the
+    lease was lost raises ``LockLost``.
     """
 
     _current_owner = staticmethod(threading.get_ident)
@@ -51,7 +53,12 @@ class Lock(LockCore[Lease]):
         """Block until held (or ``timeout`` seconds pass) and return the lease.
 
         Raises ``LockTimeout`` (a ``TimeoutError``) when the time runs out, with our node
-        deleted; ``AlreadyHeld`` if this thread holds it and it is not reentrant.
+        deleted; ``AlreadyHeld`` if this thread holds it and it is not reentrant, or holds
+        the same path through another lock object in a way that would wait on itself;
+        ``InvalidArgument`` for a bad ``timeout``; ``ClientClosed`` if the client is not
+        started or was stopped; ``LockError`` if ZooKeeper refused a request (for
+        example a chroot that does not exist, or semaphore contenders that disagree on
+        ``permits``). Ctrl-C while waiting deletes our node, then propagates.
         ``blocking=False`` is ``try_acquire()``: the lease, or None without waiting (a
         timeout then makes no sense, as for ``threading.Lock``).
         """
@@ -61,10 +68,14 @@ class Lock(LockCore[Lease]):
         return self._acquire(_validate.timeout(timeout), blocking=True)
 
     def try_acquire(self) -> Lease | None:
-        """The lease if the lock can be had without waiting for another holder, else None."""
+        """The lease if the lock can be had without waiting for another holder, else None.
+
+        Raises as ``acquire`` does (never ``LockTimeout``).
+        """
         return self._acquire(None, blocking=False)
 
     def _acquire(self, timeout: float | None, *, blocking: bool) -> Lease | None:
+        driver.warn_if_in_event_loop(stacklevel=4)  # the caller of acquire()
         owner = threading.get_ident()
         again = self._holdings.reenter(owner)
         if again is not None:
@@ -76,10 +87,12 @@ class Lock(LockCore[Lease]):
         session = self._client._session_or_raise()
         deadline = None if timeout is None else time.monotonic() + timeout
         spec = self._config.spec(threading.current_thread().name, deadline, blocking)
-        acquired = driver.run(_flow.acquire(spec), session)
+        probe = _events.AcquireProbe(self.kind, self.path)
+        acquired = driver.run(probe.watch(_flow.acquire(spec)), session)
         if acquired is None:
             return None
         lease = self._client._watch_lease(acquired)
+        probe.held(lease)
         self._holdings.add(owner, lease)
         return lease
 
@@ -97,13 +110,17 @@ class Lock(LockCore[Lease]):
         # once lost (our node deleted by someone, say), whoever holds ``lock`` now may
         # not be us: the one-node release then reads the node before deleting it
         owner = 0 if lease.lost else lease.owner
-        lease.end()
+        lease._end()
         session = self._client._session_or_none()
         if session is not None:
             driver.run(_flow.release(lease.node, lease.token, owner), session)
 
     def contenders(self) -> list[Contender]:
-        """Every contender under the path: holders first, then waiters in line order."""
+        """Every contender under the path: holders first, then waiters in line order.
+
+        ``ClientClosed`` if the client is not started or was stopped; ``LockError`` if
+        ZooKeeper refused the listing.
+        """
         session = self._client._session_or_raise()
         result: list[Contender] = driver.run(list_contenders(self.path), session)
         return result
@@ -112,7 +129,8 @@ class Lock(LockCore[Lease]):
         """Block until a contender joins or leaves (True) or ``timeout`` passes (False).
 
         Driven by a ZooKeeper child watch on the lock path, not by polling: tools such
-        as ``zklocks status --watch`` redraw on it.
+        as ``zklocks status --watch`` redraw on it. ``ClientClosed`` if the client is not
+        started or was stopped; ``InvalidArgument`` for a bad ``timeout``.
         """
         session = self._client._session_or_raise()
         changed = threading.Event()

@@ -332,7 +332,7 @@ class SimClient:
             sim.checker.before_release(self, holding)
             self.holding = None
             owner = 0 if holding.lease.lost else holding.lease.owner  # as Lock._give_up
-            holding.lease.end()  # a later loss is no longer news
+            holding.lease._end()  # a later loss is no longer news
             if sim.trace is not None:
                 sim.note(self, f"releases {_short(holding.node)}")
             try:

@@ -1,0 +1,275 @@
+"""What a client tells the world: connection states, lock events in logs, metric hooks.
+
+Three audiences, one module, so the lock and client classes each add one call:
+
+* **Listeners** (``ConnectionState``, ``StateListeners``): the user's callbacks on the
+  connection state, called on the thread (sync ``Client``) or the event loop
+  (``AsyncClient``) that runs the connection.
+* **Logs**: ``zklocks.lock`` records each acquire (queued, granted, gave up), release and
+  loss. The library never configures logging; ``zklocks/__init__`` adds a
+  ``NullHandler`` so nothing is printed unless the application asks.
+* **Metrics**: ``sink`` is ``None`` until ``zklocks.metrics.enable()`` installs one, so an
+  application without metrics pays one ``is None`` test per event and never imports
+  ``prometheus_client``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+import time
+import weakref
+from collections.abc import Callable, Generator
+from typing import TYPE_CHECKING, Any, Protocol
+
+from zklocks import _nodes
+from zklocks._errors import LockTimeout
+from zklocks._ops import AwaitDeletion, Created, Op, Pipeline
+
+if TYPE_CHECKING:
+    from zklocks._connection import SessionState
+    from zklocks._lease import LeaseBase
+
+log = logging.getLogger("zklocks.lock")
+_state_log = logging.getLogger("zklocks.connection")
+
+
+class ConnectionState(enum.Enum):
+    """Where a client's connection to ZooKeeper stands, as its listeners hear it.
+
+    ``CONNECTED``: a session is live on a connection. ``SUSPENDED``: the connection
+    dropped; the session (and every lock held through it) may still be alive, and the
+    client is reconnecting. ``LOST``: the session expired (or none was made yet); locks
+    held through it are lost, and the client is making a new session. ``CLOSED``: the
+    client was stopped. (kazoo's ``KazooState`` and Curator's ``ConnectionState`` name
+    the same moments.)
+    """
+
+    CONNECTED = "connected"
+    SUSPENDED = "suspended"
+    LOST = "lost"
+    CLOSED = "closed"
+
+
+StateListener = Callable[[ConnectionState], object]
+
+
+class Sink(Protocol):
+    """What the metrics module implements (see ``zklocks.metrics``)."""
+
+    def acquired(self, kind: str, path: str, result: str, seconds: float) -> None: ...
+    def waiting(self, kind: str, path: str, delta: int) -> None: ...
+    def held(self, kind: str, path: str, delta: int) -> None: ...
+    def released(self, kind: str, path: str, seconds: float) -> None: ...
+    def lost(self, reason: str, path: str) -> None: ...
+    def request(self, request: object) -> None: ...
+    def state(self, state: ConnectionState) -> None: ...
+    def reconnected(self) -> None: ...
+
+
+sink: Sink | None = None  # set by zklocks.metrics.enable()
+last_state: ConnectionState | None = None  # the last change of any client, for enable()
+
+
+# -- connection state -------------------------------------------------------------------
+
+
+class StateListeners:
+    """A client's ``state`` and its listeners, fed with the session's transitions."""
+
+    def __init__(self) -> None:
+        self.state = ConnectionState.LOST  # no session yet
+        self._listeners: list[StateListener] = []
+        self._connected_before = False
+
+    def add(self, fn: StateListener) -> None:
+        if not callable(fn):
+            from zklocks._errors import InvalidArgument
+
+            raise InvalidArgument(f"a listener must be callable, not {fn!r}")
+        self._listeners.append(fn)
+
+    def remove(self, fn: StateListener) -> None:
+        """Forget ``fn`` (every registration of it); no error if it was not added."""
+        self._listeners[:] = [listener for listener in self._listeners if listener != fn]
+
+    def on_session_state(self, session_state: SessionState) -> None:
+        if session_state.value == "connecting":
+            return
+        state = ConnectionState(session_state.value)
+        if state is self.state:
+            return
+        global last_state
+        self.state = last_state = state
+        metrics = sink
+        if metrics is not None:
+            metrics.state(state)
+            if state is ConnectionState.CONNECTED and self._connected_before:
+                metrics.reconnected()
+        if state is ConnectionState.CONNECTED:
+            self._connected_before = True
+        for listener in list(self._listeners):
+            try:
+                listener(state)
+            except Exception:
+                _state_log.exception("connection listener %r failed on %s", listener, state.name)
+
+
+def weak_method(method: Callable[[Any], object]) -> Callable[[Any], None]:
+    """``method`` held weakly: what a session keeps of its client, so that a client
+    nobody refers to any more can be collected (and warn that it was never stopped)."""
+    ref = weakref.WeakMethod(method)
+
+    def call(value: Any) -> None:
+        bound = ref()
+        if bound is not None:
+            bound(value)
+
+    return call
+
+
+# -- lock events ------------------------------------------------------------------------
+
+
+class AcquireProbe:
+    """Times one acquire call and reports it: queued, granted or gave up, and why.
+
+    ``watch(flow)`` wraps the acquire flow only when someone listens (metrics enabled,
+    or ``zklocks.lock`` logging at INFO); it reads the operations going by, never
+    changes them.
+    """
+
+    __slots__ = ("kind", "path", "started")
+
+    def __init__(self, kind: str, path: str) -> None:
+        self.kind = kind
+        self.path = path
+        self.started = time.monotonic()
+
+    def watch(self, flow: Generator[Op, Any, Any]) -> Generator[Op, Any, Any]:
+        if sink is None and not log.isEnabledFor(logging.INFO):
+            return flow
+        return self._watched(flow)
+
+    def _watched(self, flow: Generator[Op, Any, Any]) -> Generator[Op, Any, Any]:
+        result = "error"
+        queued = False
+        mine: tuple[str, list[str]] | None = None  # our node and the listing it came with
+        try:
+            op = next(flow)
+            while True:
+                if isinstance(op, AwaitDeletion) and not queued:
+                    queued = True
+                    self._queued(mine)
+                    mine = None
+                try:
+                    reply = yield op
+                except GeneratorExit:
+                    flow.close()
+                    raise
+                except BaseException as exc:
+                    op = flow.throw(exc)
+                    continue
+                if isinstance(op, Pipeline) and isinstance(reply, tuple) and len(reply) == 2:
+                    created, children = reply
+                    if isinstance(created, Created) and isinstance(children, list):
+                        mine = (created.path, children)
+                op = flow.send(reply)
+        except StopIteration as stop:
+            # a non-blocking miss is a timeout of zero (the metric's four results)
+            result = "acquired" if stop.value is not None else "busy"
+            return stop.value
+        except LockTimeout:
+            result = "timeout"
+            raise
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            result = "cancelled"
+            raise
+        finally:
+            self._finished(result, queued)
+
+    def _queued(self, mine: tuple[str, list[str]] | None) -> None:
+        metrics = sink
+        if metrics is not None:
+            metrics.waiting(self.kind, self.path, 1)
+        if not log.isEnabledFor(logging.INFO):
+            return
+        position = _position(mine)
+        if position is None:
+            log.info("%s: %s is held by another contender; waiting", self.path, self.kind)
+        else:
+            log.info("%s: %s queued at position %d", self.path, self.kind, position)
+
+    def _finished(self, result: str, queued: bool) -> None:
+        seconds = time.monotonic() - self.started
+        metrics = sink
+        if metrics is not None:
+            if queued:
+                metrics.waiting(self.kind, self.path, -1)
+            label = "timeout" if result == "busy" else result
+            metrics.acquired(self.kind, self.path, label, seconds)
+        if result == "acquired":
+            log.info("%s: %s granted after %.3f s", self.path, self.kind, seconds)
+        elif result == "busy":
+            log.info(
+                "%s: %s not acquired: held by another contender (no wait)", self.path, self.kind
+            )
+        else:
+            log.info("%s: %s not acquired after %.3f s (%s)", self.path, self.kind, seconds, result)
+
+    def held(self, lease: LeaseBase) -> None:
+        """The grant became ``lease``: label it, and count it as held until it ends."""
+        lease._kind = self.kind
+        lease._path = self.path
+        metrics = sink
+        if metrics is None:
+            return
+        with lease._mutex:  # lost or released meanwhile: never counted, never uncounted
+            if lease._lost_reason is not None or lease._ended:
+                return
+            lease._counted = True
+            metrics.held(self.kind, self.path, 1)
+
+
+def _position(mine: tuple[str, list[str]] | None) -> int | None:
+    """Our place in the line (1: the head), from our node and the listing it came with."""
+    if mine is None:
+        return None
+    node, children = mine
+    me = _nodes.parse(node.rsplit("/", 1)[1])
+    line = None if me is None else _nodes.line_up_to(me, children)
+    if me is None or line is None:
+        return None
+    for index, contender in enumerate(line):
+        if contender.name == me.name:
+            return index + 1
+    return None
+
+
+def lease_released(lease: LeaseBase, counted: bool) -> None:
+    """Its holder released ``lease`` (``counted``: it was still in the held gauge)."""
+    seconds = time.monotonic() - lease._granted_at
+    metrics = sink
+    if metrics is not None:
+        if counted:
+            metrics.held(lease._kind, lease._path, -1)
+        metrics.released(lease._kind, lease._path, seconds)
+    log.info("%s: %s released after %.3f s held", lease._path, lease._kind, seconds)
+
+
+def lease_lost(lease: LeaseBase, reason: str, code: str, counted: bool) -> None:
+    """``lease`` was lost while held: always worth a WARNING."""
+    metrics = sink
+    if metrics is not None:
+        if counted:
+            metrics.held(lease._kind, lease._path, -1)
+        metrics.lost(code, lease._path)
+    log.warning(
+        "%s: %s lost after %.3f s held (token %d): %s",
+        lease._path,
+        lease._kind,
+        time.monotonic() - lease._granted_at,
+        lease._token,
+        reason,
+    )
