@@ -825,12 +825,12 @@ class Connection:
         """Say once per host (until a session is made) why it failed: refused, unknown
         name, silent, or not ZooKeeper. INFO before the first session (``start()``
         raises with these reasons), WARNING for a client that was connected."""
-        tls = self._tls_failure(error, wire)
-        if tls is not None:
+        tls = None if wire.foreign is not None else self._tls_failure(error, wire)
+        if wire.foreign is not None:
+            text, kind = _diagnose.not_zookeeper(host, wire.foreign), "foreign"
+        elif tls is not None:
             text, kind = f"{host}: {tls}", "tls"
             self._refusals.add(host)
-        elif wire.foreign is not None:
-            text, kind = _diagnose.not_zookeeper(host, wire.foreign), "foreign"
         else:
             text, kind = _diagnose.failure(host, error, limit), type(error).__name__
         self._failures.setdefault(host, text)
