@@ -788,9 +788,15 @@ class Connection:
         return reason
 
     def _attempt_timeout(self) -> float:
+        """How long one connection attempt may wait for the handshake's answer.
+
+        At most a third of the session timeout even with a single host: a server that
+        accepts TCP but never answers (one still starting after a restart, a frozen
+        process) must leave time for a second attempt before the session expires.
+        """
         if self._connect_timeout is not None:
             return self._connect_timeout
-        return max(self.session_timeout / len(self._addresses), 0.1)
+        return max(self.session_timeout / max(len(self._addresses), 3), 0.1)
 
     async def _connect_one(
         self, host: str, port: int, timeout: float
