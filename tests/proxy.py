@@ -13,12 +13,16 @@ class Proxy:
 
     While stalled, new connections are accepted but nothing is forwarded either way, so a
     client's handshake hangs just like its requests: a network that silently eats traffic.
+    ``swallow_next = N`` makes the next N new connections black holes for good (accepted,
+    read and never answered: a server still starting, or a frozen one), while the
+    connections after them flow.
     """
 
     def __init__(self, host: str, port: int) -> None:
         self.upstream = (host, port)
         self.port = 0
         self.accepted = 0
+        self.swallow_next = 0
         self._flowing = asyncio.Event()
         self._flowing.set()
         self._writers: set[asyncio.StreamWriter] = set()
@@ -62,6 +66,14 @@ class Proxy:
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.accepted += 1
+        if self.swallow_next > 0:
+            self.swallow_next -= 1
+            self._writers.add(writer)
+            with contextlib.suppress(OSError, ConnectionError):
+                while await reader.read(65536):
+                    pass  # read and drop: the client's handshake is never answered
+            writer.transport.abort()
+            return
         try:
             up_reader, up_writer = await asyncio.open_connection(*self.upstream)
         except OSError:

@@ -21,6 +21,7 @@ from zklocks._asyncio.election import AsyncElection, AsyncMultiLock
 from zklocks._asyncio.locks import AsyncLock, AsyncReadWriteLock
 from zklocks._contenders import Contender
 from zklocks._errors import (
+    AccessDenied,
     AlreadyHeld,
     ClientClosed,
     ConnectionFailed,
@@ -33,6 +34,7 @@ from zklocks._errors import (
 )
 from zklocks._events import ConnectionState
 from zklocks._lease import AsyncLease, Lease
+from zklocks._security import ACL
 from zklocks._sync.client import Client
 from zklocks._sync.election import Election, MultiLock
 from zklocks._sync.locks import Lock, ReadWriteLock
@@ -44,6 +46,8 @@ __version__ = "0.1.0"
 _logging.getLogger("zklocks").addHandler(_logging.NullHandler())
 
 __all__ = [
+    "ACL",
+    "AccessDenied",
     "AlreadyHeld",
     "AsyncClient",
     "AsyncElection",

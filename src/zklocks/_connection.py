@@ -54,7 +54,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from zklocks import _diagnose, _events
+from zklocks import _diagnose, _events, _security
 from zklocks._ops import Created, NodeData
 from zklocks._protocol import codec
 from zklocks._protocol.constants import DEFAULT_MAX_BUFFER, AddWatchMode, CreateMode, EventType
@@ -134,6 +134,7 @@ class _Wire(asyncio.Protocol):
         self.handshake: asyncio.Future[Established | Expired] = loop.create_future()
         self.lost: asyncio.Future[None] = loop.create_future()
         self.foreign: bytes | None = None  # what a peer that is not ZooKeeper sent
+        self.error: Exception | None = None  # why it ended, when the transport said
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
@@ -146,6 +147,7 @@ class _Wire(asyncio.Protocol):
         return False  # the server hung up: close our side too
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self.error = exc
         if not self.handshake.done():
             self.handshake.set_exception(ConnectionLossError("connection closed in handshake"))
             self.handshake.exception()  # retrieved: nobody may be waiting any more
@@ -207,6 +209,7 @@ class Connection:
         self.last_host: str | None = None
         self._failures: dict[str, str] = {}  # host -> why it first failed (this outage)
         self._reported: set[tuple[str, str]] = set()  # (host, kind of failure) logged
+        self._refusals: set[str] = set()  # hosts that refused us (TLS), this outage
         # The lease rule on an ensemble (see ``lease_sent``). Until start() has learnt
         # whether the server is one of an ensemble, assume the worst: nothing is proven.
         self._lag_option = ensemble_lag
@@ -471,8 +474,11 @@ class Connection:
                     if not event.ok and isinstance(event.value, AuthFailedError):
                         # Credentials it accepted before are refused now: like the Java
                         # client's AUTH_FAILED, this is the end of the connection.
-                        log.error("the server refused our stored credentials; closing")
+                        log.error("the server refused our credentials (AUTH_FAILED); closing")
+                        self._refuse_start(self._auth_refused())
+                        self._drop_refused(wire)
                         self._closer = self._loop_or_running().create_task(self.close())
+                        return
                     continue
                 if not future.done():
                     if event.ok:
@@ -567,8 +573,11 @@ class Connection:
             if not self._started.done():
                 self._started.set_exception(exc)
             return
+        if self._session.auth and not await self._auth_accepted():
+            return  # _started has the failure; close() is under way
         await self._probe(start_deadline)
-        self._started.set_result(None)
+        if not self._started.done():
+            self._started.set_result(None)
         while not self._closing:
             wire = self._wire
             assert wire is not None
@@ -689,7 +698,10 @@ class Connection:
                 message = "no ZooKeeper server answered" + (
                     f" ({'; '.join(reasons)})" if reasons else f" (tried {', '.join(tried)})"
                 )
-                raise ConnectionFailedError(message, hosts=tuple(tried), reasons=tuple(reasons))
+                refused = bool(self._refusals & set(tried))
+                raise ConnectionFailedError(
+                    message, hosts=tuple(tried), reasons=tuple(reasons), refused=refused
+                )
             host, port = self._addresses[self._host_index % len(self._addresses)]
             self._host_index += 1
             name = f"{host}:{port}"
@@ -720,10 +732,71 @@ class Connection:
                 await asyncio.sleep(pause)
                 backoff = min(backoff * 2, _BACKOFF_MAX)
 
+    async def _auth_accepted(self) -> bool:
+        """At start: wait until the server has answered the credentials sent first thing.
+
+        The server answers auth packets as it reads them, ahead of anything queued, so
+        once a ping sent after them is answered they were accepted; a refusal arrives
+        first and ends the session (ZooKeeper closes it on AUTH_FAILED).
+        """
+        wire = self._wire
+        assert wire is not None and self._started is not None
+        probe: asyncio.Future[Any] = self._loop_or_running().create_future()
+        probe.add_done_callback(lambda done: done.cancelled() or done.exception())
+        self._write(self._session.ping((probe, time.monotonic())))
+        # A drop for another reason ends the wait too; the supervisor then reconnects.
+        await asyncio.wait((probe, wire.lost), return_when=asyncio.FIRST_COMPLETED)
+        return not self._started.done()
+
+    def _auth_refused(self) -> ConnectionFailedError:
+        schemes = ", ".join(sorted({scheme for scheme, _ in self._session.auth})) or "?"
+        host = self.last_host or "?"
+        return ConnectionFailedError(
+            f"ZooKeeper at {host} refused our credentials (AUTH_FAILED for scheme "
+            f"{schemes}) and closed the session; check auth (scheme and 'user:password')",
+            hosts=(host,),
+            reasons=(f"{host} refused our credentials (AUTH_FAILED)",),
+            refused=True,
+        )
+
+    def _drop_refused(self, wire: _Wire) -> None:
+        """After AUTH_FAILED the server ends the session: fail what is in flight, hang up
+        (close() then has no closeSession to send)."""
+        refused = AuthFailedError("the server refused our credentials")
+        self._fail(self._session.disconnect(), refused)
+        if wire is self._wire:
+            self._wire = None
+            self._transport = None
+            self._cancel_timer()
+        self._abandon(wire)
+
+    def _refuse_start(self, error: ConnectionFailedError) -> None:
+        started = self._started
+        if started is not None and not started.done():
+            started.set_exception(error)
+
+    def _tls_failure(self, error: BaseException, wire: _Wire) -> str | None:
+        """What a TLS refusal (or a plain client on a TLS-only port) means, else None."""
+        reason = _security.connect_failure_reason(error)
+        if reason is None and wire.error is not None:
+            reason = _security.connect_failure_reason(wire.error)
+        if reason is None and self._ssl is None and isinstance(error, ConnectionLossError):
+            reason = (
+                "the server hung up during the ZooKeeper handshake (a TLS-only port? "
+                "then connect with ssl=True or an ssl.SSLContext, --tls on the command line)"
+            )
+        return reason
+
     def _attempt_timeout(self) -> float:
+        """How long one connection attempt may wait for the handshake's answer.
+
+        At most a third of the session timeout even with a single host: a server that
+        accepts TCP but never answers (one still starting after a restart, a frozen
+        process) must leave time for a second attempt before the session expires.
+        """
         if self._connect_timeout is not None:
             return self._connect_timeout
-        return max(self.session_timeout / len(self._addresses), 0.1)
+        return max(self.session_timeout / max(len(self._addresses), 3), 0.1)
 
     async def _connect_one(
         self, host: str, port: int, timeout: float
@@ -748,6 +821,7 @@ class Connection:
             self.last_host = f"{host}:{port}"
             self._failures.clear()
             self._reported.clear()
+            self._refusals.clear()
             self._established(wire, event)
             return event
         finally:
@@ -757,8 +831,12 @@ class Connection:
         """Say once per host (until a session is made) why it failed: refused, unknown
         name, silent, or not ZooKeeper. INFO before the first session (``start()``
         raises with these reasons), WARNING for a client that was connected."""
+        tls = None if wire.foreign is not None else self._tls_failure(error, wire)
         if wire.foreign is not None:
             text, kind = _diagnose.not_zookeeper(host, wire.foreign), "foreign"
+        elif tls is not None:
+            text, kind = f"{host}: {tls}", "tls"
+            self._refusals.add(host)
         else:
             text, kind = _diagnose.failure(host, error, limit), type(error).__name__
         self._failures.setdefault(host, text)

@@ -14,8 +14,10 @@ from typing import Any
 
 from zklocks import _nodes
 from zklocks._errors import LockError
-from zklocks._ops import GetChildren, GetData, NodeData, Op, Pipeline
-from zklocks._protocol.errors import ConnectionLossError, NoNodeError
+from zklocks._flow import access_denied
+from zklocks._ops import GetACL, GetChildren, GetData, NodeACL, NodeData, Op, Pipeline
+from zklocks._protocol.errors import ConnectionLossError, NoAuthError, NoNodeError
+from zklocks._protocol.records import ACL
 from zklocks._strategies import holders
 
 
@@ -50,12 +52,17 @@ def list_contenders(path: str) -> Generator[Op, Any, list[Contender]]:
             return []
         if isinstance(children, ConnectionLossError):
             continue
+        if isinstance(children, NoAuthError):
+            raise access_denied(path, "list")
         if not isinstance(children, list):
             raise LockError(f"cannot list {path}: {children}")
         line = _nodes.queue(children)
         replies = yield Pipeline(tuple(GetData(f"{path}/{node.name}") for node in line))
         if any(isinstance(reply, ConnectionLossError) for reply in replies):
             continue
+        for node, reply in zip(line, replies, strict=True):
+            if isinstance(reply, NoAuthError):  # a node whose ACL hides it from us
+                raise access_denied(f"{path}/{node.name}", "read")
         read = [
             (node, reply)
             for node, reply in zip(line, replies, strict=True)
@@ -65,6 +72,20 @@ def list_contenders(path: str) -> Generator[Op, Any, list[Contender]]:
         holding = {node.name for node in holders(present)}
         found = [_contender(path, node, reply, node.name in holding) for node, reply in read]
         return sorted(found, key=lambda c: not c.holder)  # stable: line order kept
+
+
+def directory_acl(path: str) -> Generator[Op, Any, tuple[ACL, ...] | None]:
+    """The lock directory's ACL as stored (``None``: no such node), for ``status``."""
+    while True:
+        reply = yield GetACL(path)
+        if isinstance(reply, NodeACL):
+            return reply.entries
+        if isinstance(reply, NoNodeError):
+            return None
+        if isinstance(reply, NoAuthError):
+            raise access_denied(path, "getACL")
+        if not isinstance(reply, ConnectionLossError):
+            raise LockError(f"cannot read the ACL of {path}: {reply}")
 
 
 def _contender(path: str, node: _nodes.NodeName, reply: NodeData, holder: bool) -> Contender:

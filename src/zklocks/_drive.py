@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from zklocks._ops import TIMED_OUT, Create, GetData, Gone, NodeData, Op, Pipeline, Reply, Stat
+from zklocks._protocol.constants import Perm
 from zklocks._protocol.errors import (
     ClientClosedError,
     NodeExistsError,
@@ -13,6 +14,7 @@ from zklocks._protocol.errors import (
     SessionExpiredError,
     ZooKeeperError,
 )
+from zklocks._protocol.records import ACL, Id
 from zklocks._session import WatchEvent, WatchKind
 
 
@@ -42,9 +44,24 @@ def ancestors(path: str) -> list[str]:
     return ["/" + "/".join(parts[: i + 1]) for i in range(len(parts))]
 
 
-def parent_creates(path: str) -> list[Create]:
-    """The lock path and its ancestors as containers, sent in one pipelined round trip."""
-    return [Create(p, ephemeral=False, container=True) for p in ancestors(path)]
+def parent_creates(path: str, acl: tuple[ACL, ...] = ()) -> list[Create]:
+    """The lock path and its ancestors as containers, sent in one pipelined round trip.
+
+    The lock path gets ``acl``. Ancestors we create get it too, plus create and read
+    for everyone: deleting an empty lock directory takes delete permission on its
+    parent, which only ``acl`` grants, while other users (other credentials) may still
+    make lock directories of their own beside ours, under a shared ``/locks``.
+    Ancestors that already exist keep theirs.
+    """
+    paths = ancestors(path)
+    shared = acl + _CREATE_AND_READ if acl else acl
+    return [
+        Create(p, ephemeral=False, container=True, acl=acl if p == path else shared)
+        for p in paths
+    ]
+
+
+_CREATE_AND_READ = (ACL(Perm.CREATE | Perm.READ, Id("world", "anyone")),)
 
 
 def parents_reply(replies: Sequence[Reply]) -> Reply:

@@ -12,7 +12,10 @@ as a Python user expects::
      +-- InvalidArgument    (also ValueError)     bad path, permits, timeout, identifier...
      |    +-- InvalidPath
      +-- ClientClosed                             the client is not started or was stopped
-     +-- ConnectionFailed                         no ZooKeeper server answered in time
+     +-- ConnectionFailed                         no ZooKeeper server answered in time,
+     |                                            or it refused our credentials or TLS
+     +-- AccessDenied                             ZooKeeper refused an operation (ACL), or a
+                                                  lock directory's ACL is weaker than asked
 
 ZooKeeper's own refusals (``zklocks._protocol.errors``) never escape a lock call bare:
 an unexpected one is raised as ``LockError`` with the original as ``__cause__``.
@@ -55,3 +58,17 @@ class ClientClosed(LockError):
 
 class ConnectionFailed(LockError):
     """No ZooKeeper server could be reached within the timeout."""
+
+
+class AccessDenied(LockError):
+    """ZooKeeper's ACL refused an operation on ``path``, or the lock directory at ``path``
+    is less protected than the client's ``acl`` asks for (nothing was left behind).
+
+    ``operation`` says what was refused: "create", "delete", "list", "read", "watch",
+    "getACL", or "use" for a directory whose ACL is too weak to trust.
+    """
+
+    def __init__(self, message: str, *, path: str, operation: str) -> None:
+        super().__init__(message)
+        self.path = path
+        self.operation = operation

@@ -15,7 +15,10 @@ Queued kinds (fair lock, read, write, semaphore lease):
    removes empty lock paths) and try again. If the connection drops with the create in
    flight, the server may have applied it: list the children, find our attempt token,
    and adopt that node only if its ``ephemeralOwner`` is our current session; a node of
-   ours from an older session is deleted and we create again.
+   ours from an older session is deleted and we create again. With an ACL (the
+   client's ``acl`` is not open) the pipeline also reads the lock directory's ACL: a
+   directory that grants more than asked is refused and our node deleted
+   (``_check_directory``; docs/security.md).
 2. **Decide.** The strategy for our kind (``zklocks._strategies``) says granted, or which
    earlier nodes block us. Sequence numbers are integers ordered across the 32-bit wrap.
 3. **Wait.** Watch the blockers (getData-watches) and wait, with what remains of the one
@@ -64,7 +67,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, TypeAlias, TypeVar
 
 from zklocks import _nodes
-from zklocks._errors import ClientClosed, InvalidArgument, LockError, LockTimeout
+from zklocks._errors import AccessDenied, ClientClosed, InvalidArgument, LockError, LockTimeout
 from zklocks._ops import (
     TIMED_OUT,
     AwaitDeletion,
@@ -73,9 +76,11 @@ from zklocks._ops import (
     CreateParents,
     Delete,
     Exists,
+    GetACL,
     GetChildren,
     GetData,
     Gone,
+    NodeACL,
     NodeData,
     Op,
     Pipeline,
@@ -85,11 +90,14 @@ from zklocks._ops import (
 from zklocks._protocol.errors import (
     ClientClosedError,
     ConnectionLossError,
+    NoAuthError,
     NodeExistsError,
     NoNodeError,
     SessionExpiredError,
     ZooKeeperError,
 )
+from zklocks._protocol.records import ACL
+from zklocks._security import AclPolicy, public_acl, weak_directory_message, weaker_entries
 from zklocks._strategies import Granted, Refused, WaitFor, decide
 
 Flow: TypeAlias = Generator[Op, Any, Any]
@@ -113,6 +121,11 @@ class AcquireSpec:
     fair: bool = True
     blocking: bool = True
     deadline: float | None = None
+    acl: AclPolicy | None = None  # None: the open ACL, and no check of the directory
+
+    @property
+    def node_acl(self) -> tuple[ACL, ...]:
+        return () if self.acl is None else self.acl.wire
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,14 +193,21 @@ _START_OVER = object()
 
 def _protected_create(spec: AcquireSpec, attempt: _Attempt) -> Generator[Op, Any, Created]:
     prefix = f"{spec.path}/{_nodes.sequential_prefix(spec.kind, spec.attempt, spec.permits)}"
-    create = Create(prefix, spec.data, ephemeral=True, sequential=True, deadline=spec.deadline)
+    create = Create(
+        prefix,
+        spec.data,
+        ephemeral=True,
+        sequential=True,
+        deadline=spec.deadline,
+        acl=spec.node_acl,
+    )
     listing = GetChildren(spec.path, deadline=spec.deadline)
-    first = Pipeline((create, listing))
-    again = Pipeline((replace(create, retry=True), replace(listing, retry=True)))
+    first, again = _create_pipelines(spec, create, listing)
     retry = parents_made = False
     while True:
         attempt.create_in_flight = True
-        created, children = yield (again if retry else first)
+        replies = yield (again if retry else first)
+        created, children = replies[0], replies[1]
         if created is TIMED_OUT:
             attempt.create_in_flight = False
             raise LockTimeout(f"timed out waiting for a connection to lock {spec.path}")
@@ -200,17 +220,21 @@ def _protected_create(spec: AcquireSpec, attempt: _Attempt) -> Generator[Op, Any
         if isinstance(created, Created):
             attempt.node = created.path
             attempt.create_in_flight = False
+            if spec.acl is not None:  # raises; the caller's cleanup deletes our node
+                yield from _check_directory(spec, spec.acl, replies[2], created.path)
             attempt.children = children if isinstance(children, list) else (yield from _list(spec))
             return created
         if isinstance(created, ConnectionLossError | SessionExpiredError):
             adopted = yield from _find_own_node(spec, attempt, spec.deadline)
             attempt.create_in_flight = False
             if adopted is not None:
+                if spec.acl is not None:  # raises; the caller's cleanup deletes our node
+                    yield from _check_directory(spec, spec.acl, None, adopted.path)
                 return adopted
             retry = True
             continue
         attempt.create_in_flight = False
-        raise _unexpected(created, spec.path)
+        raise _unexpected(created, spec.path, "create")
 
 
 def _find_own_node(
@@ -236,7 +260,7 @@ def _find_own_node(
         if isinstance(children, SessionExpiredError | NoNodeError):
             return None  # an expired session took the node with it
         if not isinstance(children, list):
-            raise _unexpected(children, spec.path)
+            raise _unexpected(children, spec.path, "list")
         ours = [name for name in children if spec.attempt in name]
         if not ours:
             return None
@@ -350,7 +374,7 @@ def _await_deletion(spec: AcquireSpec, decision: WaitFor) -> Generator[Op, Any, 
         if isinstance(reply, ConnectionLossError):
             retry = True
             continue
-        raise _unexpected(reply, spec.path)
+        raise _unexpected(reply, spec.path, "watch")
 
 
 def _list(spec: AcquireSpec) -> Generator[Op, Any, list[str]]:
@@ -366,7 +390,7 @@ def _list(spec: AcquireSpec) -> Generator[Op, Any, list[str]]:
         if isinstance(children, ConnectionLossError):
             retry = True
             continue
-        raise _unexpected(children, spec.path)
+        raise _unexpected(children, spec.path, "list")
 
 
 # -- one-node exclusive lock ----------------------------------------------------------
@@ -374,17 +398,18 @@ def _list(spec: AcquireSpec) -> Generator[Op, Any, list[str]]:
 
 def _acquire_single_node(spec: AcquireSpec) -> Generator[Op, Any, Acquired | None]:
     node = f"{spec.path}/{_nodes.SINGLE_NODE}"
-    create = Create(node, spec.data, ephemeral=True, deadline=spec.deadline)
+    create = Create(node, spec.data, ephemeral=True, deadline=spec.deadline, acl=spec.node_acl)
     listing = GetChildren(spec.path, deadline=spec.deadline)
-    first = Pipeline((create, listing))
-    again = Pipeline((replace(create, retry=True), replace(listing, retry=True)))
+    first, again = _create_pipelines(spec, create, listing)
     attempt = _Attempt()
     retry = parents_made = False
     ours: Acquired | None = None  # our node exists, not yet checked against the queue
     try:
         while True:
             attempt.create_in_flight = True
-            created, children = yield (again if retry else first)
+            replies = yield (again if retry else first)
+            created, children = replies[0], replies[1]
+            directory = replies[2] if spec.acl is not None else None
             attempt.create_in_flight = False
             retry = True  # unless it ends in a wait below, what follows is a retry
             if isinstance(created, Created):
@@ -406,10 +431,11 @@ def _acquire_single_node(spec: AcquireSpec) -> Generator[Op, Any, Acquired | Non
                     continue
                 ours = Acquired(node, owned.czxid, owned.ephemeral_owner)
                 children = yield from _list(spec)
+                directory = None  # read it again below
             elif isinstance(created, SessionExpiredError):
                 continue
             elif not isinstance(created, NodeExistsError):
-                raise _unexpected(created, spec.path)
+                raise _unexpected(created, spec.path, "create")
             if not isinstance(children, list):
                 children = yield from _list(spec)
             if any(not name.single for name in _nodes.queue(children)):
@@ -420,6 +446,8 @@ def _acquire_single_node(spec: AcquireSpec) -> Generator[Op, Any, Acquired | Non
                 )
             if ours is not None:
                 if _nodes.SINGLE_NODE in children:
+                    if spec.acl is not None:  # raises; our node is deleted on the way out
+                        yield from _check_directory(spec, spec.acl, directory, ours.node)
                     acquired, ours = ours, None
                     return acquired
                 ours = None  # gone already (session expired, or deleted): try again
@@ -481,7 +509,7 @@ def _delete_single_node(
         if isinstance(reply, NoNodeError | SessionExpiredError | ClientClosedError):
             return False
         if not isinstance(reply, ConnectionLossError):
-            raise _unexpected(reply, node)
+            raise _unexpected(reply, node, "delete")
         # the delete may have been applied before the connection dropped: check again
     return False  # every connection broke under it: a broken server, not a dropped link
 
@@ -495,12 +523,59 @@ def _create_parents(spec: AcquireSpec, *, retry: bool = False) -> Generator[Op, 
     A lost connection, an expired session (the next create uses the new one) or an
     ancestor container reaped meanwhile all mean: try the create again.
     """
-    reply = yield CreateParents(spec.path, deadline=spec.deadline, retry=retry)
+    reply = yield CreateParents(
+        spec.path, deadline=spec.deadline, retry=retry, acl=spec.node_acl
+    )
     if reply is TIMED_OUT:
         raise LockTimeout(f"timed out waiting for a connection to lock {spec.path}")
     try_again = ConnectionLossError | SessionExpiredError | NoNodeError
     if isinstance(reply, ZooKeeperError) and not isinstance(reply, try_again):
-        raise _unexpected(reply, spec.path)
+        raise _unexpected(reply, spec.path, "create")
+
+
+def _check_directory(
+    spec: AcquireSpec, policy: AclPolicy, reply: Any, own_node: str
+) -> Generator[Op, Any, None]:
+    """Refuse a lock directory that grants more than ``policy`` (read with our create).
+
+    ZooKeeper checks create and delete permission on the *parent*: under a directory
+    open to others, anyone could delete a contender or plant one, whatever our nodes'
+    ACL. Our node is in it now, so it cannot be deleted and re-created meanwhile; only
+    an identity with ADMIN on it could change its ACL.
+
+    ``policy.stored`` knows the identities a digest credential gives; the server may
+    give the session others (``x509:`` for a TLS client certificate). So before
+    refusing, ask what ``auth:`` became on ``own_node``, created with the same ACL a
+    moment ago: that is what the server grants this session, by definition.
+    """
+    entries = yield from _read_acl(spec, spec.path, reply)
+    if not weaker_entries(entries, policy.stored):
+        return
+    ours = public_acl((yield from _read_acl(spec, own_node, None)))
+    if weaker_entries(entries, ours):
+        message = weak_directory_message(spec.path, entries, policy, ours)
+        raise AccessDenied(message, path=spec.path, operation="use")
+
+
+def _read_acl(spec: AcquireSpec, path: str, reply: Any) -> Generator[Op, Any, tuple[ACL, ...]]:
+    while not isinstance(reply, NodeACL):  # None: not read yet
+        if reply is TIMED_OUT:
+            raise LockTimeout(f"timed out waiting for a connection to lock {spec.path}")
+        if reply is not None and not isinstance(reply, ConnectionLossError | SessionExpiredError):
+            raise _unexpected(reply, path, "getACL")
+        reply = yield GetACL(path, deadline=spec.deadline, retry=reply is not None)
+    return reply.entries
+
+
+def _create_pipelines(
+    spec: AcquireSpec, create: Create, listing: GetChildren
+) -> tuple[Pipeline, Pipeline]:
+    """(first try, retry) of a create pipeline; with an ACL it also reads the directory's
+    ACL in the same round trip (``_check_directory``)."""
+    requests: tuple[Create | GetChildren | GetACL, ...] = (create, listing)
+    if spec.acl is not None:
+        requests += (GetACL(spec.path, deadline=spec.deadline),)
+    return Pipeline(requests), Pipeline(tuple(replace(r, retry=True) for r in requests))
 
 
 def _shielded(steps: Generator[Op, Any, T]) -> Generator[Op, Any, T]:
@@ -550,15 +625,28 @@ def _delete(node: str) -> Generator[Op, Any, bool]:
         if isinstance(reply, NoNodeError | SessionExpiredError | ClientClosedError):
             return False  # gone already, or the server removes it as the session ends
         if not isinstance(reply, ConnectionLossError):
-            raise _unexpected(reply, node)
+            raise _unexpected(reply, node, "delete")
     return False  # every connection broke under it: a broken server, not a dropped link
 
 
-def _unexpected(reply: object, path: str) -> LockError:
+def _unexpected(reply: object, path: str, operation: str = "access") -> LockError:
     if isinstance(reply, ClientClosedError):
         return ClientClosed(f"cannot lock {path}: the client is stopped")
+    if isinstance(reply, NoAuthError):
+        return access_denied(path, operation)
     if isinstance(reply, BaseException):
         error = LockError(f"ZooKeeper refused a request for {path}: {reply}")
         error.__cause__ = reply
         return error
     return LockError(f"unexpected reply for {path}: {reply!r}")
+
+
+def access_denied(path: str, operation: str) -> AccessDenied:
+    """ZooKeeper's NoAuth as the public error: which path, which operation, what to check."""
+    return AccessDenied(
+        f"ZooKeeper denied {operation} on {path}: this client's credentials (auth=...) do "
+        "not give it that permission in the node's ACL (or its parent's, for create and "
+        "delete)",
+        path=path,
+        operation=operation,
+    )

@@ -19,6 +19,7 @@ from zklocks import _nodes, _validate
 from zklocks._errors import AlreadyHeld, NotHeld
 from zklocks._flow import AcquireSpec
 from zklocks._lease import LeaseBase
+from zklocks._security import AclPolicy
 
 _HOST = socket.gethostname()
 
@@ -33,6 +34,7 @@ class LockConfig:
     permits: int | None = None
     reentrant: bool = False
     identifier: str | None = None
+    acl: AclPolicy | None = None  # the client's: None is the open ACL
 
     def spec(self, owner_name: str, deadline: float | None, blocking: bool) -> AcquireSpec:
         """A fresh attempt (new token) for one acquire call."""
@@ -51,6 +53,7 @@ class LockConfig:
             fair=self.fair,
             blocking=blocking,
             deadline=deadline,
+            acl=self.acl,
         )
 
 
@@ -68,6 +71,7 @@ def make_config(
     permits: object = None,
     reentrant: bool = False,
     identifier: object = None,
+    acl: AclPolicy | None = None,
 ) -> LockConfig:
     """Validate everything before any ZooKeeper call."""
     return LockConfig(
@@ -77,6 +81,7 @@ def make_config(
         permits=_validate.permits(permits) if kind == "lease" else None,
         reentrant=bool(reentrant),
         identifier=_validate.identifier(identifier),
+        acl=acl,
     )
 
 

@@ -20,9 +20,11 @@ from typing import TYPE_CHECKING, Any
 from zklocks import _nodes
 from zklocks._contenders import Contender
 from zklocks._errors import LockError
+from zklocks._flow import access_denied
 from zklocks._ops import Delete, Exists, GetChildren, Op, Pipeline, Stat
 from zklocks._protocol.errors import (
     ConnectionLossError,
+    NoAuthError,
     NoNodeError,
     ZooKeeperError,
 )
@@ -119,6 +121,10 @@ def walk_locks(root: str) -> Generator[Op, Any, list[LockSummary]]:
                 continue
             if isinstance(reply, NoNodeError):
                 continue  # deleted meanwhile
+            if isinstance(reply, NoAuthError):
+                if path == root:
+                    raise access_denied(path, "list")
+                continue  # another identity's locks (docs/security.md): not ours to show
             if not isinstance(reply, list):
                 raise LockError(f"cannot list {path}: {reply}")
             line = _nodes.queue(reply)

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import functools
 import inspect
+import ssl as _ssl
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
-from zklocks import _validate
+from zklocks import _security, _validate
 from zklocks._errors import InvalidArgument
 from zklocks._events import ConnectionState, StateListener, StateListeners
 from zklocks._holdings import LockConfig, PathPeers, make_config
@@ -29,6 +30,10 @@ class LockMaker(Generic[LockT, ReadWriteT]):
         session_timeout: float,
         connect_timeout: float,
         ensemble_lag: float | None = None,
+        *,
+        auth: object = None,
+        acl: object = "open",
+        ssl: object = None,
     ) -> None:
         if not isinstance(hosts, str) or not hosts.strip():
             raise InvalidArgument(f"hosts must be a 'host:port,...' string, not {hosts!r}")
@@ -37,8 +42,17 @@ class LockMaker(Generic[LockT, ReadWriteT]):
         self._granted_timeout: float | None = None  # the last session's, once stopped
         self.connect_timeout = _validate.session_timeout(connect_timeout)
         self.ensemble_lag = None if ensemble_lag is None else _validate.ensemble_lag(ensemble_lag)
+        # Security options (docs/security.md); the credentials' secrets stay out of reprs.
+        self._credentials = _security.credentials(auth)
+        self._acl = _security.acl_policy(acl, self._credentials)
+        self._ssl: _ssl.SSLContext | None = _security.ssl_context(ssl)
         self._states = StateListeners()
         self._peers = PathPeers()
+
+    @property
+    def _auth_packets(self) -> list[tuple[str, bytes]]:
+        """What the connection sends on every (re)connect."""
+        return [credential.packet for credential in self._credentials]
 
     def _facts(self) -> SessionFacts | None:
         raise NotImplementedError
@@ -112,7 +126,9 @@ class LockMaker(Generic[LockT, ReadWriteT]):
         ZooKeeper call); it makes no request itself.
         """
         return self._new_lock(
-            make_config(path, "lock", fair=fair, reentrant=reentrant, identifier=identifier)
+            make_config(
+                path, "lock", fair=fair, reentrant=reentrant, identifier=identifier, acl=self._acl
+            )
         )
 
     def read_write_lock(
@@ -123,8 +139,8 @@ class LockMaker(Generic[LockT, ReadWriteT]):
         Raises ``InvalidPath`` or ``InvalidArgument`` for bad arguments.
         """
         return self._new_read_write(
-            make_config(path, "read", reentrant=reentrant, identifier=identifier),
-            make_config(path, "write", reentrant=reentrant, identifier=identifier),
+            make_config(path, "read", reentrant=reentrant, identifier=identifier, acl=self._acl),
+            make_config(path, "write", reentrant=reentrant, identifier=identifier, acl=self._acl),
         )
 
     def semaphore(
@@ -142,7 +158,14 @@ class LockMaker(Generic[LockT, ReadWriteT]):
         ``InvalidPath`` or ``InvalidArgument`` for bad arguments.
         """
         return self._new_lock(
-            make_config(path, "lease", permits=permits, reentrant=reentrant, identifier=identifier)
+            make_config(
+                path,
+                "lease",
+                permits=permits,
+                reentrant=reentrant,
+                identifier=identifier,
+                acl=self._acl,
+            )
         )
 
 

@@ -14,9 +14,10 @@ from typing import Any
 
 from zklocks import _connection
 from zklocks._connection import Connection, EventType, SessionState
+from zklocks._errors import ConnectionFailed
 from zklocks._lease import SessionFacts
 from zklocks._ops import Reply, Request
-from zklocks._protocol.errors import ZooKeeperError
+from zklocks._protocol.errors import ConnectionFailedError, ZooKeeperError
 from zklocks._session import Watcher, WatchEvent, WatchKind
 
 _KINDS = {
@@ -92,4 +93,14 @@ def facts_of(connection: Connection) -> SessionFacts:
         last_answered_sent=lambda: connection.lease_sent,
         lagging=lambda: connection.ensemble_lag > 0,
         connected=lambda: connection.state is SessionState.CONNECTED,
+    )
+
+
+def connection_failed(error: ConnectionFailedError) -> ConnectionFailed:
+    """``start()``'s error: what went wrong, and what to try when nothing answered."""
+    if error.refused:  # a TLS or credentials refusal: the message already says what to fix
+        return ConnectionFailed(str(error))
+    return ConnectionFailed(
+        f"{error}; is ZooKeeper running there? Start one with `zklocks server`, "
+        "or point --hosts / ZKLOCKS_HOSTS at yours"
     )

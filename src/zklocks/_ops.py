@@ -17,6 +17,10 @@ front end and the simulator — so this module is their whole contract:
   deletion, the driver re-arms the watch), ``TIMED_OUT`` (the deadline passed first), or
   an error such as ``SessionExpiredError``.
 * ``SessionId`` asks which session the client currently has. Reply: ``int``.
+* ``GetACL`` reads a node's access-control list. Reply: ``NodeACL`` or an error.
+
+``Create`` and ``CreateParents`` carry ``acl``: the entries (``zklocks._protocol.records.ACL``)
+the new nodes get; empty means ZooKeeper's open ACL (``world:anyone``, all permissions).
 
 Requests carry ``deadline``: an absolute instant on the *driver's* clock, or ``None``.
 A driver that cannot *send* the request by then (e.g. while reconnecting) replies
@@ -36,9 +40,12 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import TypeAlias
+from typing import TYPE_CHECKING, TypeAlias
 
 from zklocks._protocol.errors import ZooKeeperError
+
+if TYPE_CHECKING:  # records imports this module
+    from zklocks._protocol.records import ACL
 
 
 class Wake(enum.Enum):
@@ -86,6 +93,13 @@ class NodeData:
 
 
 @dataclass(frozen=True, slots=True)
+class NodeACL:
+    """Reply to ``GetACL``: the node's entries as the server stores them."""
+
+    entries: tuple[ACL, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class Create:
     """Create a node. Reply: ``Created``, or an error (``NoNodeError``: no parent)."""
 
@@ -96,6 +110,7 @@ class Create:
     container: bool = False
     deadline: float | None = None
     retry: bool = False
+    acl: tuple[ACL, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +156,16 @@ class CreateParents:
     path: str
     deadline: float | None = None
     retry: bool = False
+    acl: tuple[ACL, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class GetACL:
+    """Read a node's ACL. Reply: ``NodeACL`` or an error (``NoNodeError``)."""
+
+    path: str
+    deadline: float | None = None
+    retry: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,7 +182,7 @@ class SessionId:
     """Which session the client has now. Reply: ``int``."""
 
 
-Request: TypeAlias = Create | Delete | GetChildren | GetData | Exists
+Request: TypeAlias = Create | Delete | GetChildren | GetData | Exists | GetACL
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,6 +203,7 @@ Reply: TypeAlias = (
     | Gone
     | Wake
     | int
+    | NodeACL
     | ZooKeeperError
     | None
 )

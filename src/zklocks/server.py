@@ -7,6 +7,14 @@ Finding it: ``$ZOOKEEPER_HOME`` (an unpacked Apache release) or Debian's ``zooke
 package (``/usr/share/java/zookeeper.jar``); Java from ``$JAVA_HOME`` or ``PATH``.
 Nothing is ever downloaded: a missing piece raises an error naming the install command.
 
+TLS (``tls=ServerTLS(...)``, ``zklocks server --tls``): the client port becomes a
+``secureClientPort`` with no plaintext port beside it, served by ZooKeeper's Netty
+connection factory (the only one that speaks TLS). Debian's ``zookeeper.jar`` names most
+of Netty in its manifest but not ``netty-codec`` and ``netty-resolver``, which the TLS
+handler needs, so they are put on the classpath from the same directory. Keys and
+certificates are PEM files (``ssl.keyStore.type=PEM``: a PKCS#8 key, then the chain).
+Readiness probes (``ruok``, ``srvr``, ``conf``) then go over TLS too.
+
 Readiness: ``ruok`` answers ``imok`` before the server serves, so a server is ready only
 once ``srvr`` reports its mode and ``conf`` shows *our* data dir (a stranger on the port
 does not count). We poll every few milliseconds up to a deadline; we never sleep blindly.
@@ -36,6 +44,7 @@ import re
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -45,6 +54,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from zklocks._certs import TLSFiles
 
 __all__ = [
     "SYSTEM_JAR_DIRS",
@@ -55,17 +68,21 @@ __all__ = [
     "ServerSetupError",
     "ServerStartError",
     "ServerStartTimeout",
+    "ServerTLS",
     "ZooKeeperEnsemble",
     "ZooKeeperNotFound",
     "ZooKeeperServer",
     "find_java",
     "find_zookeeper_classpath",
+    "make_tls_files",
 ]
 
 #: Where a distribution's package puts ``zookeeper.jar`` (Debian/Ubuntu); read at call
 #: time, so tests can hide it.
 SYSTEM_JAR_DIRS: tuple[Path, ...] = (Path("/usr/share/java"),)
 _SLF4J_BINDINGS = ("slf4j-simple.jar", "slf4j-jdk14.jar")  # without one the server logs nothing
+# Netty parts the TLS handler needs that Debian's zookeeper.jar manifest leaves out.
+_TLS_JARS = ("netty-codec.jar", "netty-resolver.jar", "netty-transport-native-unix-common.jar")
 _MAIN_CLASS = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
 _SERVER_JAR = re.compile(r"zookeeper(-\d[\w.]*)?\.jar")
 _TAG_ENV = "ZKLOCKS_SERVER_TAG"
@@ -124,9 +141,10 @@ class ServerStartTimeout(ServerStartError, TimeoutError):
     """The server was still not serving when ``startup_timeout`` ran out."""
 
 
-def find_zookeeper_classpath() -> list[Path]:
+def find_zookeeper_classpath(*, tls: bool = False) -> list[Path]:
     """The classpath for the server: ``$ZOOKEEPER_HOME`` wins when set, even if broken,
-    because silently running some other ZooKeeper than the one asked for misleads."""
+    because silently running some other ZooKeeper than the one asked for misleads.
+    ``tls`` adds the Netty jars Debian's manifest lacks (a release's lib/ has them)."""
     home = os.environ.get("ZOOKEEPER_HOME")
     if home:
         root = Path(home)
@@ -143,7 +161,15 @@ def find_zookeeper_classpath() -> list[Path]:
         if jar.is_file():
             # Debian's jar names its dependencies in its manifest; only a logger is missing.
             bindings = [directory / name for name in _SLF4J_BINDINGS]
-            return [jar, *[binding for binding in bindings if binding.is_file()][:1]]
+            extra = [directory / name for name in _TLS_JARS] if tls else []
+            missing = [str(path) for path in extra[:2] if not path.is_file()]
+            if missing:
+                raise ZooKeeperNotFound(
+                    f"ZooKeeper's TLS port needs {', '.join(missing)} (Netty); install it "
+                    "with `sudo apt-get install libnetty-java`"
+                )
+            extra = [path for path in extra if path.is_file()]
+            return [jar, *extra, *[binding for binding in bindings if binding.is_file()][:1]]
     looked = ", ".join(str(directory / "zookeeper.jar") for directory in SYSTEM_JAR_DIRS)
     raise ZooKeeperNotFound(
         f"ZooKeeper not found: ZOOKEEPER_HOME is not set and there is no {looked}. "
@@ -186,13 +212,70 @@ def _port_is_free(port: int) -> bool:
         return True
 
 
-def _four_letter(port: int, word: str, timeout: float) -> str:
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
-        sock.sendall(word.encode("ascii"))
-        chunks = []
-        while chunk := sock.recv(65536):
-            chunks.append(chunk)
+def _four_letter(
+    port: int, word: str, timeout: float, context: ssl.SSLContext | None = None
+) -> str:
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as raw:
+        sock = raw if context is None else context.wrap_socket(raw)
+        with sock:
+            sock.sendall(word.encode("ascii"))
+            chunks = []
+            with contextlib.suppress(ssl.SSLError):  # a TLS peer may hang up uncleanly
+                while chunk := sock.recv(65536):
+                    chunks.append(chunk)
     return b"".join(chunks).decode("utf-8", "replace")
+
+
+@dataclass(frozen=True)
+class ServerTLS:
+    """Serve clients over TLS only. PEM files: ``keystore`` holds the server's PKCS#8
+    private key then its certificate chain; ``truststore`` the CA certificates that sign
+    client certificates. ``client_auth`` is ZooKeeper's ``ssl.clientAuth``: ``none``,
+    ``want`` or ``need`` (mutual TLS). ``probe_chain`` (key and certificate in one PEM
+    file) lets our own readiness probes in when the server needs client certificates.
+
+    ``zklocks.server.make_tls_files(directory)`` generates a throwaway set.
+    """
+
+    keystore: Path
+    truststore: Path
+    client_auth: str = "none"
+    probe_chain: Path | None = None
+
+    def __post_init__(self) -> None:
+        if self.client_auth not in ("none", "want", "need"):
+            raise ValueError(f"client_auth must be none, want or need, not {self.client_auth!r}")
+
+    def config(self, port: int) -> list[str]:
+        """zoo.cfg lines: a TLS port and no plaintext one."""
+        return [
+            f"secureClientPort={port}",
+            "secureClientPortAddress=127.0.0.1",
+            "serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory",
+            f"ssl.keyStore.location={self.keystore}",
+            "ssl.keyStore.type=PEM",
+            f"ssl.trustStore.location={self.truststore}",
+            "ssl.trustStore.type=PEM",
+            f"ssl.clientAuth={self.client_auth}",
+        ]
+
+    def probe_context(self) -> ssl.SSLContext:
+        """For our probes of our own JVM (identified by its data dir in ``conf``), so the
+        server's certificate is not checked; ours is shown when the server wants one."""
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+        if self.probe_chain is not None:
+            context.load_cert_chain(self.probe_chain)
+        return context
+
+
+def make_tls_files(directory: str | os.PathLike[str], *, days: int = 7) -> TLSFiles:
+    """A throwaway CA, server and client certificate in ``directory`` (needs the optional
+    ``cryptography`` package: ``pip install 'zklocks[tls-server]'``)."""
+    from zklocks._certs import make_tls_files as make
+
+    return make(Path(directory), days=days)
 
 
 def _signal_group(process: subprocess.Popen[bytes], sig: signal.Signals) -> None:
@@ -257,7 +340,10 @@ class _ZooKeeperProcess:
         force_sync: bool,
         heap: str,
         startup_timeout: float,
+        tls: ServerTLS | None = None,
     ) -> None:
+        self.tls = tls
+        self._probe_context = None if tls is None else tls.probe_context()
         self.tick_time = tick_time
         self.min_session_timeout = min_session_timeout
         self.max_session_timeout = max_session_timeout
@@ -308,7 +394,7 @@ class _ZooKeeperProcess:
         """Ask a four-letter word (``ruok``, ``srvr``, ``mntr``, ``cons``, ``wchs``...).
 
         Raises ``OSError`` (``TimeoutError`` when paused) if the server does not answer."""
-        return _four_letter(self._port, word, timeout)
+        return _four_letter(self._port, word, timeout, self._probe_context)
 
     def mntr(self) -> dict[str, str | int]:
         """``mntr`` parsed; integer values become ints (e.g. ``zk_packets_received``)."""
@@ -332,7 +418,7 @@ class _ZooKeeperProcess:
         """Start the JVM; with ``wait``, return only once it serves clients."""
         if self.running:
             raise RuntimeError(f"{self!r} is already running")
-        classpath = find_zookeeper_classpath()  # before anything is created
+        classpath = find_zookeeper_classpath(tls=self.tls is not None)  # before anything
         java = find_java()
         self._spawn(java, classpath, self._prepare_directory())
         if wait:
@@ -422,11 +508,14 @@ class _ZooKeeperProcess:
         return jvm
 
     def _config(self, directory: Path) -> list[str]:
+        if self.tls is None:
+            ports = [f"clientPort={self._port}", "clientPortAddress=127.0.0.1"]
+        else:
+            ports = self.tls.config(self._port)
         lines = [
             f"tickTime={self.tick_time}",
             f"dataDir={directory}",
-            f"clientPort={self._port}",
-            "clientPortAddress=127.0.0.1",
+            *ports,
             "4lw.commands.whitelist=*",
             "maxClientCnxns=0",  # the default refuses a test's 61st session from one IP
             "admin.enableServer=false",  # it would take port 8080
@@ -521,7 +610,8 @@ class ZooKeeperServer(_ZooKeeperProcess):
     is raised. ``force_sync=False`` skips the fsync per write: fine for tests, but say so
     when quoting a benchmark. Without ``data_dir`` the data lives in a temporary
     directory that ``stop()`` removes (``kill()`` and ``restart()`` keep it).
-    ``system_properties`` become ``-Dkey=value`` JVM options.
+    ``system_properties`` become ``-Dkey=value`` JVM options. ``tls`` serves the
+    port over TLS only (see the module docstring and ``ServerTLS``).
     """
 
     _serving_modes = frozenset({"standalone"})
@@ -538,6 +628,7 @@ class ZooKeeperServer(_ZooKeeperProcess):
         heap: str = "512m",
         startup_timeout: float = 30.0,
         system_properties: dict[str, str] | None = None,
+        tls: ServerTLS | None = None,
     ) -> None:
         super().__init__(
             port=port,
@@ -547,6 +638,7 @@ class ZooKeeperServer(_ZooKeeperProcess):
             force_sync=force_sync,
             heap=heap,
             startup_timeout=startup_timeout,
+            tls=tls,
         )
         self._given_dir = None if data_dir is None else Path(data_dir).absolute()
         self._properties = dict(system_properties or {})

@@ -1,32 +1,30 @@
-"""TLS: the Connection against ZooKeeper's secureClientPort with a self-signed certificate.
+"""TLS against ZooKeeper's ``secureClientPort`` with no plaintext port beside it.
 
-ZooKeeper serves TLS only through its Netty connection factory. Debian's zookeeper.jar
-names most of Netty in its manifest but not netty-codec and netty-resolver, which the TLS
-handler needs, so the test builds a ``$ZOOKEEPER_HOME`` of symlinks that adds them (the
-server module honours that variable) and makes a throw-away certificate with openssl.
+The servers come from ``zklocks.server`` (``ServerTLS``: the Netty connection factory
+and the Netty jars Debian's manifest lacks); certificates from trustme.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 import socket
-import ssl
-import subprocess
+import time
 from collections.abc import Awaitable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
 import pytest
 
+import zklocks
+from proxy import Proxy
+from tls_support import TLSSetup
 from zklocks._connection import Connection, SessionState
 from zklocks._protocol.errors import ConnectionFailedError
 from zklocks.server import ZooKeeperServer
 
 T = TypeVar("T")
-JARS = Path("/usr/share/java")
-EXTRA_JARS = ("netty-codec", "netty-resolver", "netty-transport-native-unix-common")
+ALICE = ("digest", "alice:tls-s3cret")
 
 
 def run(coro: Awaitable[T], timeout: float = 90.0) -> T:
@@ -36,123 +34,212 @@ def run(coro: Awaitable[T], timeout: float = 90.0) -> T:
     return asyncio.run(bounded())
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+@pytest.fixture(scope="module")
+def tls(tmp_path_factory: pytest.TempPathFactory) -> TLSSetup:
+    return TLSSetup.make(tmp_path_factory.mktemp("tls"))
 
 
-class TLSServer(ZooKeeperServer):
-    """A standalone server that also serves TLS on ``secure_port``."""
-
-    def __init__(self, keystore: Path, truststore: Path) -> None:
-        super().__init__(tick_time=200, max_session_timeout=60_000)
-        self.secure_port = free_port()
-        self._keystore = keystore
-        self._truststore = truststore
-
-    def _extra_config(self) -> list[str]:
-        return [
-            f"secureClientPort={self.secure_port}",
-            "serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory",
-            f"ssl.keyStore.location={self._keystore}",
-            "ssl.keyStore.type=PEM",
-            f"ssl.trustStore.location={self._truststore}",
-            "ssl.trustStore.type=PEM",
-            "ssl.clientAuth=none",
-        ]
-
-
-def make_certificate(directory: Path, name: str) -> tuple[Path, Path]:
-    """(certificate, key+certificate) for 127.0.0.1, self-signed."""
-    cert, key = directory / f"{name}-cert.pem", directory / f"{name}-key.pem"
-    subprocess.run(
-        [
-            "openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
-            "-keyout", str(key), "-out", str(cert), "-subj", "/CN=localhost",
-            "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost",
-        ],
-        check=True,
-        capture_output=True,
-    )  # fmt: skip
-    keystore = directory / f"{name}-keystore.pem"
-    keystore.write_text(key.read_text() + cert.read_text())
-    return cert, keystore
-
-
-@pytest.fixture
-def tls_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[TLSServer]:
-    if shutil.which("openssl") is None:
-        pytest.skip("openssl is not installed")
-    if os.environ.get("ZOOKEEPER_HOME"):
-        pytest.skip("a custom ZOOKEEPER_HOME is set; this test builds its own")
-    missing = [jar for jar in ("zookeeper", *EXTRA_JARS) if not (JARS / f"{jar}.jar").exists()]
-    if missing:
-        pytest.skip(f"not in {JARS}: {missing}")
-    home = tmp_path / "zookeeper-home"
-    (home / "lib").mkdir(parents=True)
-    (home / "zookeeper.jar").symlink_to(JARS / "zookeeper.jar")
-    for jar in (*EXTRA_JARS, "slf4j-simple"):
-        if (JARS / f"{jar}.jar").exists():
-            (home / "lib" / f"{jar}.jar").symlink_to(JARS / f"{jar}.jar")
-    monkeypatch.setenv("ZOOKEEPER_HOME", str(home))
-    cert, keystore = make_certificate(tmp_path, "server")
-    with TLSServer(keystore, cert) as server:
-        server.cert = cert  # type: ignore[attr-defined]
+@pytest.fixture(scope="module")
+def tls_server(tls: TLSSetup) -> Iterator[ZooKeeperServer]:
+    with tls.server("none") as server:
         yield server
 
 
-def test_tls_session_works_and_resumes_over_tls(tls_server: TLSServer) -> None:
+@pytest.fixture(scope="module")
+def mtls_server(tls: TLSSetup) -> Iterator[ZooKeeperServer]:
+    with tls.server("need") as server:
+        yield server
+
+
+def test_a_lock_over_tls_on_a_server_with_no_plaintext_port(
+    tls: TLSSetup, tls_server: ZooKeeperServer
+) -> None:
+    conf = dict(
+        line.split("=", 1) for line in tls_server.four_letter("conf").splitlines() if "=" in line
+    )  # asked over TLS itself
+    assert conf["secureClientPort"] == str(tls_server.port)
+    assert conf.get("clientPort", "-1") == "-1"  # no plaintext port
+    with pytest.raises(zklocks.ConnectionFailed) as plain:
+        zklocks.Client(tls_server.hosts, connect_timeout=2).start()
+    assert "TLS" in str(plain.value)
+    with zklocks.Client(tls_server.hosts, ssl=tls.context()) as client:
+        lock = client.lock("/tls/orders", identifier="over-tls")
+        with lock as lease:
+            (holder,) = lock.contenders()
+            assert holder.identifier == "over-tls" and holder.token == lease.token
+            assert not lease.lost
+
     async def main() -> None:
-        context = ssl.create_default_context(cafile=str(tls_server.cert))  # type: ignore[attr-defined]
-        fds_before = len(os.listdir("/proc/self/fd"))
-        conn = Connection(f"127.0.0.1:{tls_server.secure_port}", ssl=context, session_timeout=60.0)
-        states: list[SessionState] = []
-        resumed = asyncio.Event()
-
-        def on_state(state: SessionState) -> None:
-            states.append(state)
-            if states.count(SessionState.CONNECTED) == 2:
-                resumed.set()
-
-        conn.add_state_listener(on_state)
-        await conn.start(timeout=10.0)
-        try:
-            transport = conn._transport
-            assert transport is not None
-            assert transport.get_extra_info("ssl_object").version().startswith("TLS")
-            created = await conn.create("/tls", b"secret", ephemeral=True)
-            assert (await conn.get_data("/tls")).data == b"secret"
-            session = conn.session_id
-            # a crash and restart: the session resumes, again over TLS
-            await asyncio.to_thread(tls_server.kill)
-            await asyncio.to_thread(tls_server.start)
-            await asyncio.wait_for(resumed.wait(), 45.0)
-            assert states == [
-                SessionState.CONNECTED,
-                SessionState.SUSPENDED,
-                SessionState.CONNECTED,
-            ]
-            assert conn.session_id == session
-            stat = await conn.exists("/tls")
-            assert stat is not None and stat.czxid == created.stat.czxid
-            assert conn._transport is not None
-            assert conn._transport.get_extra_info("ssl_object") is not None
-        finally:
-            await conn.close()
-        assert len(os.listdir("/proc/self/fd")) == fds_before
+        client = zklocks.AsyncClient(tls_server.hosts, ssl=tls.context())
+        async with client, client.lock("/tls/orders") as lease:
+            assert lease.token > 0
 
     run(main())
 
 
-def test_tls_refuses_a_server_it_does_not_trust(tls_server: TLSServer, tmp_path: Path) -> None:
+def test_ssl_true_uses_the_system_defaults_and_honours_ssl_cert_file(
+    tls: TLSSetup, tls_server: ZooKeeperServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+    with pytest.raises(zklocks.ConnectionFailed, match="did not verify"):
+        zklocks.Client(tls_server.hosts, ssl=True, connect_timeout=2).start()
+    monkeypatch.setenv("SSL_CERT_FILE", str(tls.ca_file))
+    with zklocks.Client(tls_server.hosts, ssl=True) as client, client.lock("/tls/ssl-true"):
+        assert client.connected
+
+
+def test_a_server_signed_by_another_ca_fails_with_a_clear_message(
+    tls_server: ZooKeeperServer, tmp_path: Path
+) -> None:
+    stranger = TLSSetup.make(tmp_path / "stranger")
+    started = time.monotonic()
+    with pytest.raises(zklocks.ConnectionFailed) as failed:
+        zklocks.Client(tls_server.hosts, ssl=stranger.context(), connect_timeout=2).start()
+    message = str(failed.value)
+    assert "certificate did not verify" in message and tls_server.hosts in message
+    assert "is ZooKeeper running" not in message  # it is; the hint would mislead
+    assert time.monotonic() - started < 30
+
     async def main() -> None:
-        other_cert, _ = make_certificate(tmp_path, "stranger")
-        context = ssl.create_default_context(cafile=str(other_cert))
-        conn = Connection(f"127.0.0.1:{tls_server.secure_port}", ssl=context)
-        with pytest.raises(ConnectionFailedError):
+        client = zklocks.AsyncClient(tls_server.hosts, ssl=stranger.context(), connect_timeout=2)
+        with pytest.raises(zklocks.ConnectionFailed, match="did not verify"):
+            await client.start()
+
+    run(main())
+
+
+def test_mutual_tls_with_a_client_certificate_and_without(
+    tls: TLSSetup, mtls_server: ZooKeeperServer
+) -> None:
+    client = zklocks.Client(mtls_server.hosts, ssl=tls.context(client_cert=True))
+    with client, client.lock("/mtls/orders") as lease:
+        assert lease.token > 0
+    # Without one the TLS 1.3 handshake completes and the server drops us just after:
+    # retried until the connect timeout, then ConnectionFailed saying why.
+    started = time.monotonic()
+    with pytest.raises(zklocks.ConnectionFailed) as failed:
+        zklocks.Client(mtls_server.hosts, ssl=tls.context(), connect_timeout=3).start()
+    assert time.monotonic() - started >= 2.5
+    assert "client certificate" in str(failed.value)
+
+
+def test_creator_acl_over_mutual_tls_counts_the_certificate_identity_as_ours(
+    tls: TLSSetup, mtls_server: ZooKeeperServer
+) -> None:
+    """With a client certificate the server adds an ``x509:`` identity to the session,
+    so ``auth:`` expands to it too; the directory check must accept that as ours."""
+    context = tls.context(client_cert=True)
+    with zklocks.Client(mtls_server.hosts, ssl=context, auth=[ALICE], acl="creator") as client:
+        for _ in range(2):  # the second acquire meets the directory the first one made
+            with client.lock("/mtls/creator") as lease:
+                assert lease.token > 0
+        bob = zklocks.Client(
+            mtls_server.hosts, ssl=context, auth=[("digest", "bob:b")], acl="creator"
+        )
+        with bob, pytest.raises(zklocks.AccessDenied) as refused:
+            bob.lock("/mtls/creator").acquire(timeout=5)
+        # bob shares the certificate, so the server lets him in; the check does not:
+        # the directory grants digest:alice what bob's acl='creator' would not
+        assert refused.value.operation == "use"
+        assert "digest:alice=cdrwa" in str(refused.value)
+
+
+def test_reconnect_and_session_resumption_over_tls_keep_the_lease(
+    tls: TLSSetup, tls_server: ZooKeeperServer
+) -> None:
+    async def main() -> None:
+        async with Proxy("127.0.0.1", tls_server.port) as proxy:
+            client = zklocks.AsyncClient(proxy.hosts, ssl=tls.context(), session_timeout=10.0)
+            async with client:
+                session = client._session_or_raise().connection
+                lock = client.lock("/tls/resume")
+                async with lock as lease:
+                    states: list[SessionState] = []
+                    back = asyncio.Event()
+
+                    def on_state(state: SessionState) -> None:
+                        states.append(state)
+                        if state is SessionState.CONNECTED:
+                            back.set()
+
+                    session.add_state_listener(on_state)
+                    session_id = session.session_id
+                    proxy.reset()  # kill the connection
+                    await asyncio.wait_for(back.wait(), 20)
+                    assert states == [SessionState.SUSPENDED, SessionState.CONNECTED]
+                    assert session.session_id == session_id  # resumed, not a new session
+                    assert proxy.accepted >= 2
+                    transport = session._transport
+                    assert transport is not None
+                    assert transport.get_extra_info("ssl_object") is not None
+                    assert not lease.lost
+                    (holder,) = await lock.contenders()
+                    assert holder.holder and holder.node == lease.node
+
+    run(main())
+
+
+def test_tls_session_resumes_over_tls_after_a_server_crash(tls: TLSSetup) -> None:
+    with tls.server("none") as server:
+
+        async def main() -> None:
+            fds_before = len(os.listdir("/proc/self/fd"))
+            conn = Connection(server.hosts, ssl=tls.context(), session_timeout=60.0)
+            states: list[SessionState] = []
+            resumed = asyncio.Event()
+
+            def on_state(state: SessionState) -> None:
+                states.append(state)
+                if states.count(SessionState.CONNECTED) == 2:
+                    resumed.set()
+
+            conn.add_state_listener(on_state)
+            await conn.start(timeout=10.0)
+            try:
+                transport = conn._transport
+                assert transport is not None
+                assert transport.get_extra_info("ssl_object").version().startswith("TLS")
+                created = await conn.create("/tls", b"secret", ephemeral=True)
+                session = conn.session_id
+                await asyncio.to_thread(server.kill)
+                await asyncio.to_thread(server.start)
+                await asyncio.wait_for(resumed.wait(), 45.0)
+                assert states == [
+                    SessionState.CONNECTED,
+                    SessionState.SUSPENDED,
+                    SessionState.CONNECTED,
+                ]
+                assert conn.session_id == session
+                stat = await conn.exists("/tls")
+                assert stat is not None and stat.czxid == created.stat.czxid
+            finally:
+                await conn.close()
+            assert len(os.listdir("/proc/self/fd")) == fds_before
+
+        run(main())
+
+
+def test_the_connection_names_the_tls_failure(tls_server: ZooKeeperServer, tmp_path: Path) -> None:
+    async def main() -> None:
+        stranger = TLSSetup.make(tmp_path / "other")
+        conn = Connection(tls_server.hosts, ssl=stranger.context())
+        with pytest.raises(ConnectionFailedError) as failed:
             await conn.start(timeout=1.5)
+        (reason,) = failed.value.reasons
+        assert reason.startswith(tls_server.hosts) and "did not verify" in reason
+        assert failed.value.refused  # it runs: "is ZooKeeper running?" would mislead
         assert conn.state is SessionState.CLOSED
 
     run(main())
+
+
+def test_the_server_probes_ruok_over_tls(tls_server: ZooKeeperServer) -> None:
+    assert tls_server.four_letter("ruok") == "imok"
+    with socket.create_connection(("127.0.0.1", tls_server.port), timeout=5) as sock:
+        sock.sendall(b"ruok")  # plain text on the TLS port: the server does not answer it
+        sock.settimeout(5)
+        try:
+            answer = sock.recv(16)
+        except (ConnectionResetError, TimeoutError):
+            answer = b""
+        assert answer != b"imok"

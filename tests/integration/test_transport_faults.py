@@ -329,6 +329,33 @@ def test_server_killed_and_restarted_sessions_resume(fresh_zk_server: ZooKeeperS
     run(main())
 
 
+def test_a_server_that_never_answers_the_handshake_costs_one_share_not_the_session(
+    zk_server: ZooKeeperServer,
+) -> None:
+    """One host, and the first reconnect lands on a server that accepts TCP and never
+    answers (as a restarted ZooKeeper can while it starts): that attempt must give up in
+    time for another one to resume the session, not wait until the session is gone."""
+
+    async def main() -> None:
+        async with Proxy("127.0.0.1", zk_server.port) as proxy:
+            conn = Connection(proxy.hosts, session_timeout=6.0)
+            states = States(conn)
+            await conn.start()
+            session = conn.session_id
+            try:
+                proxy.swallow_next = 1
+                proxy.reset()
+                suspended = await states.wait(SessionState.SUSPENDED)
+                await states.wait(SessionState.CONNECTED, after=suspended)
+                assert proxy.accepted >= 3  # the first, the black hole, the one that worked
+                assert SessionState.LOST not in states.seen, states.seen
+                assert conn.session_id == session
+            finally:
+                await conn.close()
+
+    run(main())
+
+
 def test_ensemble_member_lost_client_moves_with_session_and_watches(
     zk_ensemble: ZooKeeperEnsemble,
 ) -> None:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
+from ssl import SSLContext
 from types import TracebackType
 
 from zklocks import _events, _validate
@@ -12,13 +13,15 @@ from zklocks._asyncio.election import AsyncElection, AsyncMultiLock
 from zklocks._asyncio.locks import AsyncLock, AsyncReadWriteLock
 from zklocks._asyncio.session import AsyncSession
 from zklocks._connection import Connection, SessionState
-from zklocks._errors import ClientClosed, ConnectionFailed, InvalidArgument
+from zklocks._errors import ClientClosed, InvalidArgument
 from zklocks._flow import Acquired
 from zklocks._holdings import LockConfig, make_config
 from zklocks._lease import AsyncLease, LeaseKeeper, SessionFacts
 from zklocks._lockmaker import DEFAULT_HOSTS, LockMaker, show_concrete_types
+from zklocks._native import connection_failed
 from zklocks._nodes import ELECTION_KIND
 from zklocks._protocol.errors import ConnectionFailedError
+from zklocks._security import ACL
 
 
 class AsyncClient(LockMaker[AsyncLock, AsyncReadWriteLock]):
@@ -30,7 +33,8 @@ class AsyncClient(LockMaker[AsyncLock, AsyncReadWriteLock]):
     It runs on the loop it is started on, with no thread of its own; every waiting task
     costs one watch and a few objects, never a thread. Connection listeners
     (``add_listener``) are called on that loop, inside the connection's callbacks: they
-    must not block, and cannot await (start a task for async work).
+    must not block, and cannot await (start a task for async work). ``auth``, ``acl``
+    and ``ssl`` are ``Client``'s (see docs/security.md).
     """
 
     def __init__(
@@ -40,9 +44,14 @@ class AsyncClient(LockMaker[AsyncLock, AsyncReadWriteLock]):
         session_timeout: float = 10.0,
         connect_timeout: float = 15.0,
         ensemble_lag: float | None = None,
+        auth: Sequence[tuple[str, str | bytes]] | None = None,
+        acl: str | Sequence[ACL] = "open",
+        ssl: bool | SSLContext | None = None,
     ) -> None:
         _validate.hosts(hosts)  # a bad connect string fails here, not at start()
-        super().__init__(hosts, session_timeout, connect_timeout, ensemble_lag)
+        super().__init__(
+            hosts, session_timeout, connect_timeout, ensemble_lag, auth=auth, acl=acl, ssl=ssl
+        )
         self._session: AsyncSession | None = None
         self._stopped = False
         self._keeper = LeaseKeeper(self._facts, self._loop_timer)
@@ -63,16 +72,17 @@ class AsyncClient(LockMaker[AsyncLock, AsyncReadWriteLock]):
             return self
         # ``connect_timeout`` bounds the whole start; each attempt gets a share of it.
         connection = Connection(
-            self.hosts, session_timeout=self._requested_timeout, ensemble_lag=self.ensemble_lag
+            self.hosts,
+            session_timeout=self._requested_timeout,
+            ensemble_lag=self.ensemble_lag,
+            ssl=self._ssl,
+            auth=self._auth_packets,
         )
         session = AsyncSession(connection)
         try:
             await connection.start(self.connect_timeout)
         except ConnectionFailedError as exc:
-            raise ConnectionFailed(
-                f"{exc}; is ZooKeeper running there? Start one with `zklocks server`, "
-                "or point --hosts / ZKLOCKS_HOSTS at yours"
-            ) from exc
+            raise connection_failed(exc) from exc
         if connection.chroot_exists is False:
             await connection.close()
             raise InvalidArgument(

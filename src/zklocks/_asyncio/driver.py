@@ -75,7 +75,7 @@ async def execute(op: Op, session: AsyncSession) -> Reply:
     if isinstance(op, AwaitDeletion):
         return await await_deletion(op, session)
     if isinstance(op, CreateParents):
-        return parents_reply(await session.call(parent_creates(op.path), op.deadline))
+        return parents_reply(await session.call(parent_creates(op.path, op.acl), op.deadline))
     if isinstance(op, SessionId):
         return session.session_id()
     return (await session.call((op,), op.deadline))[0]

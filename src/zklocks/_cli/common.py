@@ -12,6 +12,7 @@ import click
 
 from zklocks._cli.options import Seconds
 from zklocks._cli.sanitise import clean
+from zklocks._cli.security import Security
 from zklocks._errors import ConnectionFailed, InvalidArgument, InvalidPath
 from zklocks._lockmaker import DEFAULT_HOSTS
 from zklocks._sync.client import Client
@@ -24,6 +25,7 @@ EX_UNAVAILABLE = 69  # ZooKeeper unreachable, or no ZooKeeper to start
 EX_SOFTWARE = 70  # the demo: an expectation failed
 EX_NOT_ACQUIRED = 75  # EX_TEMPFAIL: the lock was not acquired in time (try again later)
 EX_LOST = 76  # the lease was lost while the command ran
+EX_NOPERM = 77  # ZooKeeper's ACL refused us, or the lock directory's ACL is too weak
 EX_CANNOT_EXECUTE = 126
 EX_NOT_FOUND = 127
 
@@ -104,16 +106,25 @@ def check_path(ctx: click.Context, param: click.Parameter, value: str) -> str:
 
 
 def connect(
-    hosts: str, connect_timeout: float, *, session_timeout: float | None = None
+    hosts: str,
+    connect_timeout: float,
+    *,
+    session_timeout: float | None = None,
+    security: Security | None = None,
 ) -> Client:
-    """A started client, or exit 69 saying which hosts did not answer and what to try.
+    """A started client, or exit 69 saying which hosts did not answer and what to try
+    (or, for a TLS or credentials refusal, what the server refused).
 
     With ``session_timeout`` (the user's ``--session-timeout``), says so when the server
     granted another one (it clamps to its bounds).
     """
+    options = (security or Security()).client_options()
     try:
         client = Client(
-            hosts, session_timeout=session_timeout or 10.0, connect_timeout=connect_timeout
+            hosts,
+            session_timeout=session_timeout or 10.0,
+            connect_timeout=connect_timeout,
+            **options,
         )
     except InvalidArgument as error:
         fail(str(error), EX_USAGE)
@@ -122,6 +133,9 @@ def connect(
     except ConnectionFailed as error:
         cause = error.__cause__
         reasons: Sequence[str] = getattr(cause, "reasons", ())
+        if getattr(cause, "refused", False):  # it runs, and said no: say what to fix
+            found = "".join(f"\n  {reason}" for reason in reasons) or f" {error}"
+            fail(f"cannot connect to ZooKeeper at {hosts}:{found}", EX_UNAVAILABLE)
         fail(unreachable_message(hosts, connect_timeout, reasons), EX_UNAVAILABLE)
     except InvalidArgument as error:  # e.g. a chroot that does not exist on the server
         fail(f"--hosts {hosts}: {error}", EX_USAGE)

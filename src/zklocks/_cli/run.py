@@ -42,7 +42,7 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
 
@@ -52,6 +52,7 @@ from zklocks._cli.common import (
     CONTEXT,
     EX_CANNOT_EXECUTE,
     EX_LOST,
+    EX_NOPERM,
     EX_NOT_ACQUIRED,
     EX_NOT_FOUND,
     check_path,
@@ -63,7 +64,8 @@ from zklocks._cli.common import (
 from zklocks._cli.hold import hold
 from zklocks._cli.options import Seconds
 from zklocks._cli.sanitise import clean
-from zklocks._errors import LockError, LockTimeout
+from zklocks._cli.security import Security, security_options
+from zklocks._errors import AccessDenied, LockError, LockTimeout
 from zklocks._lease import Lease
 from zklocks._sync.client import Client
 from zklocks._sync.locks import Lock
@@ -125,6 +127,7 @@ class RunOptions:
     verbose: bool
     hosts: str
     connect_timeout: float
+    security: Security = field(default_factory=Security)
 
 
 @click.command(
@@ -183,6 +186,7 @@ class RunOptions:
 )
 @click.option("-v", "--verbose", is_flag=True, help="Say when the lock is acquired and released.")
 @connection_options
+@security_options(acl=True)
 def run(
     path: str,
     command: tuple[str, ...],
@@ -198,6 +202,7 @@ def run(
     verbose: bool,
     hosts: str,
     connect_timeout: float,
+    security: Security,
 ) -> None:
     """Run COMMAND while holding the lock at PATH; release it when COMMAND exits.
 
@@ -237,6 +242,7 @@ def run(
         verbose=verbose,
         hosts=hosts,
         connect_timeout=connect_timeout,
+        security=security,
     )
     sys.exit(execute(options))
 
@@ -272,7 +278,10 @@ def execute(options: RunOptions) -> int:
     try:
         with _signals_blocked():  # the client's threads inherit the mask
             client = connect(
-                options.hosts, options.connect_timeout, session_timeout=options.session_timeout
+                options.hosts,
+                options.connect_timeout,
+                session_timeout=options.session_timeout,
+                security=options.security,
             )
         return _Run(options, client).run()
     except _Interrupted as interrupt:
@@ -342,6 +351,8 @@ class _Run:
                 lease = lock.acquire(self.options.timeout)
         except LockTimeout:
             lease = None
+        except AccessDenied as error:
+            fail(f"cannot take {self.options.path}: {error}", EX_NOPERM)
         except LockError as error:
             fail(f"cannot take {self.options.path}: {error}")
         if lease is None:

@@ -2,20 +2,25 @@
 
 from __future__ import annotations
 
+import contextlib
 import signal
+import tempfile
 import time
 from pathlib import Path
 from types import FrameType
 
 import click
 
+from zklocks._certs import TLSFiles
 from zklocks._cli.common import CONTEXT, EX_UNAVAILABLE, fail
 from zklocks.server import (
     PortInUse,
     ServerError,
     ServerSetupError,
+    ServerTLS,
     ZooKeeperEnsemble,
     ZooKeeperServer,
+    make_tls_files,
 )
 
 EPILOG = """\b
@@ -24,6 +29,8 @@ Examples:
   zklocks server --port 2182 --data-dir ./zk-data
   zklocks server --tick-time 200          # allows sessions from 0.4 s (lock-loss tests)
   zklocks server --ensemble 3             # a three-member quorum on 2181-2183
+  zklocks server --tls                    # TLS only, with a throwaway CA it prints
+  zklocks server --tls --tls-client-auth need   # mutual TLS: clients need a certificate
 """
 
 
@@ -57,11 +64,70 @@ Examples:
     default=None,
     help="Run a quorum of this many members instead of one standalone server.",
 )
-def server(port: int, data_dir: Path | None, tick_time: int, size: int | None) -> None:
+@click.option(
+    "--tls",
+    is_flag=True,
+    help="Serve TLS only (no plaintext port), with a throwaway CA and server certificate "
+    "made at start (needs the 'cryptography' package: pip install 'zklocks[tls-server]').",
+)
+@click.option(
+    "--tls-client-auth",
+    type=click.Choice(["none", "want", "need"]),
+    default="none",
+    show_default=True,
+    help="With --tls: 'need' refuses clients without a certificate signed by that CA "
+    "(one is made for you).",
+)
+def server(
+    port: int,
+    data_dir: Path | None,
+    tick_time: int,
+    size: int | None,
+    tls: bool,
+    tls_client_auth: str,
+) -> None:
     """Run a local ZooKeeper in the foreground until Ctrl-C, and say how to use it."""
+    files: TLSFiles | None = None
+    with contextlib.ExitStack() as cleanup:
+        if tls:
+            if size is not None:
+                raise click.UsageError("--tls serves a standalone server; leave out --ensemble")
+            files = _tls_files(data_dir, cleanup)
+        elif tls_client_auth != "none":
+            raise click.UsageError("--tls-client-auth needs --tls")
+        _serve(port, data_dir, tick_time, size, files, tls_client_auth)
+
+
+def _tls_files(data_dir: Path | None, cleanup: contextlib.ExitStack) -> TLSFiles:
+    """New files in DATA_DIR/tls, or in a temporary directory removed on exit."""
+    if data_dir is not None:
+        directory = data_dir / "tls"
+    else:
+        directory = Path(cleanup.enter_context(tempfile.TemporaryDirectory(prefix="zklocks-tls-")))
+    try:
+        return make_tls_files(directory)
+    except ImportError as error:
+        fail(str(error), EX_UNAVAILABLE)
+
+
+def _serve(
+    port: int,
+    data_dir: Path | None,
+    tick_time: int,
+    size: int | None,
+    files: TLSFiles | None,
+    client_auth: str,
+) -> None:
     zookeeper: ZooKeeperServer | ZooKeeperEnsemble
     if size is None:
-        zookeeper = ZooKeeperServer(port=port or None, data_dir=data_dir, tick_time=tick_time)
+        tls = None
+        if files is not None:
+            tls = ServerTLS(
+                files.server_keystore, files.ca, client_auth, probe_chain=files.client_chain
+            )
+        zookeeper = ZooKeeperServer(
+            port=port or None, data_dir=data_dir, tick_time=tick_time, tls=tls
+        )
     else:
         ports = [port + offset for offset in range(size)] if port else None
         zookeeper = ZooKeeperEnsemble(
@@ -85,7 +151,7 @@ def server(port: int, data_dir: Path | None, tick_time: int, size: int | None) -
             )
         except ServerError as error:
             fail(str(error))
-        _announce(zookeeper, data_dir, tick_time)
+        _announce(zookeeper, data_dir, tick_time, files, client_auth)
         while zookeeper.running:
             time.sleep(0.2)
         fail("ZooKeeper exited on its own; see the log named above.")
@@ -96,9 +162,15 @@ def server(port: int, data_dir: Path | None, tick_time: int, size: int | None) -
 
 
 def _announce(
-    zookeeper: ZooKeeperServer | ZooKeeperEnsemble, data_dir: Path | None, tick_time: int
+    zookeeper: ZooKeeperServer | ZooKeeperEnsemble,
+    data_dir: Path | None,
+    tick_time: int,
+    files: TLSFiles | None = None,
+    client_auth: str = "none",
 ) -> None:
     kind = "standalone" if isinstance(zookeeper, ZooKeeperServer) else "ensemble"
+    if files is not None:
+        kind += ", TLS only"
     keep = "kept" if data_dir is not None else "removed on exit"
     shortest = 2 * tick_time / 1000
     click.echo(f"ZooKeeper ({kind}, tickTime {tick_time} ms) is serving on {zookeeper.hosts}")
@@ -107,14 +179,32 @@ def _announce(
     for member in members:
         click.echo(f"  log:  {member.log_path}")
     click.echo(f"  sessions: {shortest:g} s to {shortest * 10:g} s")
+    if files is not None:
+        click.echo(f"  TLS: CA {files.ca} (throwaway: trust it for this server only)")
+        if client_auth != "none":
+            click.echo(f"  client certificate {files.client_cert}, key {files.client_key}")
     click.echo("Point clients at it with:")
     click.echo(f"  export ZKLOCKS_HOSTS={zookeeper.hosts}")
+    if files is not None:
+        click.echo(f"  export ZKLOCKS_TLS_CA={files.ca}")
+        if client_auth != "none":
+            click.echo(f"  export ZKLOCKS_TLS_CERT={files.client_cert}")
+            click.echo(f"  export ZKLOCKS_TLS_KEY={files.client_key}")
     click.echo("then, in other terminals:")
     click.echo("  zklocks run /locks/demo -- sleep 30      # hold a lock for 30 s")
     click.echo("  zklocks status /locks/demo --watch       # see who holds and waits")
     click.echo("  zklocks ls                               # every lock on the server")
-    click.echo(f"  zklocks demo --hosts {zookeeper.hosts}")
-    click.echo('or from Python: zklocks.Client("' + zookeeper.hosts + '")')
+    if files is None:  # the demo speaks plain TCP
+        click.echo(f"  zklocks demo --hosts {zookeeper.hosts}")
+    if files is None:
+        click.echo('or from Python: zklocks.Client("' + zookeeper.hosts + '")')
+    else:
+        chain = "" if client_auth == "none" else (
+            f"; ctx.load_cert_chain({str(files.client_cert)!r}, {str(files.client_key)!r})"
+        )
+        context = f"ssl.create_default_context(cafile={str(files.ca)!r})"
+        click.echo(f"or from Python: ctx = {context}{chain}")
+        click.echo(f'                zklocks.Client("{zookeeper.hosts}", ssl=ctx)')
     click.echo("Press Ctrl-C to stop.", nl=True)
 
 

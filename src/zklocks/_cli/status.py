@@ -18,11 +18,21 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from zklocks._cli.common import CONTEXT, age, connect, connection_options, fail, seconds
+from zklocks._cli.common import (
+    CONTEXT,
+    EX_NOPERM,
+    age,
+    connect,
+    connection_options,
+    fail,
+    seconds,
+)
 from zklocks._cli.sanitise import clean, text
-from zklocks._contenders import list_contenders
-from zklocks._errors import ClientClosed, LockError
+from zklocks._cli.security import Security, security_options
+from zklocks._contenders import directory_acl, list_contenders
+from zklocks._errors import AccessDenied, ClientClosed, LockError
 from zklocks._inspect import LockSummary, Place, line_up, walk_locks
+from zklocks._security import perm_letters, show_id
 from zklocks._sync.client import Client
 from zklocks._validate import lock_path
 
@@ -55,6 +65,7 @@ Examples:
 def snapshot(client: Client, path: str) -> dict[str, Any]:
     """The state of one lock as a JSON-ready dict (the ``--json`` document)."""
     contenders = client._run(list_contenders(path))
+    acl = client._run(directory_acl(path))
     now = dt.datetime.now(tz=dt.timezone.utc)
     entries = [_entry(place, now) for place in line_up(contenders)]
     holders = [e for e in entries if e["holder"]]
@@ -64,6 +75,10 @@ def snapshot(client: Client, path: str) -> dict[str, Any]:
         "holders": holders,
         "waiters": [e for e in entries if not e["holder"]],
         "at": now.isoformat(timespec="milliseconds"),
+        # who may do what in the lock directory (a digest's password hash is left out)
+        "acl": None if acl is None else [
+            {"id": show_id(e.id.scheme, e.id.id), "perms": perm_letters(e.perms)} for e in acl
+        ],
     }
 
 
@@ -112,7 +127,9 @@ def render(state: dict[str, Any], *, observed_at: float | None = None) -> Render
         ("  fencing token " + (str(token) if token is not None else "-"), "cyan"),
     )
     if not holders and not waiters:
-        return Group(title, Text("nobody holds or waits for this lock", style="dim"))
+        return Group(
+            title, Text("nobody holds or waits for this lock", style="dim"), *_acl_line(state)
+        )
     table = Table(box=None, pad_edge=False, header_style="bold")
     for name, justify in (
         ("#", "right"),
@@ -156,8 +173,17 @@ def render(state: dict[str, Any], *, observed_at: float | None = None) -> Render
         )
     if leftovers:
         note = "* not ephemeral: no session owns it (a leftover or a forgery), so it stays"
-        return Group(title, table, Text(note, style="red"))
-    return Group(title, table)
+        return Group(title, table, Text(note, style="red"), *_acl_line(state))
+    return Group(title, table, *_acl_line(state))
+
+
+def _acl_line(state: dict[str, Any]) -> list[Text]:
+    """Who may do what in the lock directory (docs/security.md), as the last line."""
+    acl = state.get("acl")
+    if acl is None:
+        return []
+    shown = ", ".join(f"{e['id']}={e['perms']}" for e in acl)  # ids are foreign text
+    return [text(f"ACL of the lock directory: {shown}", style="dim", limit=None)]
 
 
 def _console() -> Console:
@@ -191,7 +217,10 @@ def _print(console: Console, renderable: RenderableType) -> None:
     help="Keep running and redraw on every change (driven by ZooKeeper watches).",
 )
 @connection_options
-def status(path: str, as_json: bool, watch: bool, hosts: str, connect_timeout: float) -> None:
+@security_options()
+def status(
+    path: str, as_json: bool, watch: bool, hosts: str, connect_timeout: float, security: Security
+) -> None:
     """Show who holds the lock at PATH and who waits, in queue order.
 
     For each contender: kind, identifier, host, pid, how long it has held or waited,
@@ -201,9 +230,9 @@ def status(path: str, as_json: bool, watch: bool, hosts: str, connect_timeout: f
     if watch:
         from zklocks._cli.status_watch import watch as watch_lock
 
-        watch_lock(hosts, connect_timeout, path, as_json)
+        watch_lock(hosts, connect_timeout, path, as_json, security=security)
         return
-    client = connect(hosts, connect_timeout)
+    client = connect(hosts, connect_timeout, security=security)
     try:
         state = snapshot(client, path)
         if as_json:
@@ -213,6 +242,8 @@ def status(path: str, as_json: bool, watch: bool, hosts: str, connect_timeout: f
         _print(console, render(state))
         if not state["holders"] and not state["waiters"]:
             _hint_not_a_lock(client, path, console)
+    except AccessDenied as error:
+        fail(f"cannot read {path}: {error}", EX_NOPERM)
     except (LockError, ClientClosed) as error:
         fail(f"cannot read {path}: {error}")
     finally:
@@ -246,14 +277,17 @@ def _hint_not_a_lock(client: Client, path: str, console: Console) -> None:
 @click.argument("root", default="/")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 @connection_options
-def ls(root: str, as_json: bool, hosts: str, connect_timeout: float) -> None:
+@security_options()
+def ls(root: str, as_json: bool, hosts: str, connect_timeout: float, security: Security) -> None:
     """List every lock at or under ROOT (default: the whole tree) with holder and waiter
     counts and the holders' fencing tokens."""
     if root != "/":
         root = _path_argument(root)
-    client = connect(hosts, connect_timeout)
+    client = connect(hosts, connect_timeout, security=security)
     try:
         summaries = client._run(walk_locks(root))
+    except AccessDenied as error:
+        fail(f"cannot list {root}: {error}", EX_NOPERM)
     except (LockError, ClientClosed) as error:
         fail(f"cannot list {root}: {error}")
     finally:

@@ -41,6 +41,7 @@ from rich.live import Live
 from rich.text import Text
 
 from zklocks._cli.common import Failure, connect, fail
+from zklocks._cli.security import Security
 from zklocks._cli.status import REDRAW_INTERVAL, _console, _print, render, snapshot
 from zklocks._errors import ClientClosed, LockError
 from zklocks._inspect import arm_change_watch
@@ -57,7 +58,9 @@ class _Stop:
 STOP = _Stop()
 
 
-def watch(hosts: str, connect_timeout: float, path: str, as_json: bool) -> None:
+def watch(
+    hosts: str, connect_timeout: float, path: str, as_json: bool, security: Security | None = None
+) -> None:
     """Connect, then show ``path`` until a stop signal; a stop always returns normally."""
     inbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
 
@@ -69,7 +72,7 @@ def watch(hosts: str, connect_timeout: float, path: str, as_json: bool) -> None:
     try:
         try:
             with _signals_blocked():  # the client's threads and the feed inherit the mask
-                client = connect(hosts, connect_timeout)
+                client = connect(hosts, connect_timeout, security=security)
                 feed = threading.Thread(
                     target=_feed, args=(client, path, inbox), name="zklocks-status", daemon=True
                 )

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeAlias
 
 from zklocks import _ops
-from zklocks._ops import Created, NodeData, Stat
+from zklocks._ops import Created, NodeACL, NodeData, Stat
 from zklocks._protocol import jute
 from zklocks._protocol.constants import (
     PROTOCOL_VERSION,
@@ -54,6 +54,7 @@ from zklocks._protocol.records import (
     ExistsRequest,
     GetChildrenRequest,
     GetDataRequest,
+    Id,
     MultiOp,
     MultiRequest,
     SetDataRequest,
@@ -307,7 +308,8 @@ def _multi_op(op: MultiOp, chroot: str) -> tuple[int, bytes]:
         return encode_create(to_server(op.path, chroot), op.data, op.mode, op.acl, op.ttl_ms)
     if isinstance(op, _ops.Create):
         mode = _ops_create_mode(op)
-        return encode_create(to_server(op.path, chroot), op.data, mode, OPEN_ACL_UNSAFE, 0)
+        acl = op.acl or OPEN_ACL_UNSAFE
+        return encode_create(to_server(op.path, chroot), op.data, mode, acl, 0)
     if isinstance(op, DeleteRequest):
         return OpCode.DELETE, _path_int(to_server(op.path, chroot), op.version)
     if isinstance(op, _ops.Delete):
@@ -403,6 +405,20 @@ def decode_children(buf: Buffer, offset: int, chroot: str) -> list[str]:
 def decode_children2(buf: Buffer, offset: int, chroot: str) -> Children:
     names, offset = read_string_vector(buf, offset)
     return Children(names, _znode_stat(buf, offset))
+
+
+def decode_acl(buf: Buffer, offset: int, chroot: str) -> NodeACL:
+    """GetACLResponse: a vector of (perms, scheme, id), then the node's stat (dropped)."""
+    count, offset = read_int(buf, offset)
+    if count < 0 or count > len(buf):
+        raise JuteError(f"bad ACL count {count}")
+    entries: list[ACL] = []
+    for _ in range(count):
+        perms, offset = read_int(buf, offset)
+        scheme, offset = read_string(buf, offset)
+        ident, offset = read_string(buf, offset)
+        entries.append(ACL(perms, Id(scheme or "", ident or "")))
+    return NodeACL(tuple(entries))
 
 
 def decode_path(buf: Buffer, offset: int, chroot: str) -> str:
@@ -508,8 +524,16 @@ def _b_ops_create(req: Any, chroot: str, watch: bool) -> Plan:
         raise AssertionError("unreachable")
     raw = (to_server(req.path, chroot) if chroot else req.path).encode("utf-8")
     data = req.data
-    body = b"".join((INT.pack(len(raw)), raw, INT.pack(len(data)), data, spec[1]))
+    tail = spec[1]
+    if req.acl:  # the open ACL's bytes start the precomputed tail: swap in ours
+        tail = _acl_bytes(req.acl) + tail[len(_OPEN_ACL_BYTES) :]
+    body = b"".join((INT.pack(len(raw)), raw, INT.pack(len(data)), data, tail))
     return Plan(spec[0], body, decode_created, req.path)
+
+
+def _b_ops_get_acl(req: Any, chroot: str, watch: bool) -> Plan:
+    _no_watch("getACL", watch)
+    return Plan(OpCode.GET_ACL, write_string(to_server(req.path, chroot)), decode_acl, req.path)
 
 
 def _b_create(req: Any, chroot: str, watch: bool) -> Plan:
@@ -610,6 +634,7 @@ _BUILDERS: dict[type, Callable[[Any, str, bool], Plan]] = {
     _ops.Exists: _b_ops_exists,
     _ops.GetData: _b_ops_get_data,
     _ops.GetChildren: _b_ops_get_children,
+    _ops.GetACL: _b_ops_get_acl,
     CreateRequest: _b_create,
     DeleteRequest: _b_delete,
     ExistsRequest: _b_exists,
@@ -624,6 +649,7 @@ _BUILDERS: dict[type, Callable[[Any, str, bool], Plan]] = {
 
 __all__ = [
     "Plan",
+    "decode_acl",
     "decode_connect_response",
     "decode_multi",
     "decode_watcher_event",

@@ -249,9 +249,13 @@ class ConnectionFailedError(ZooKeeperError, TimeoutError):
         hosts: tuple[str, ...] = (),
         path: str | None = None,
         reasons: tuple[str, ...] = (),
+        refused: bool = False,
     ) -> None:
         self.hosts = hosts
         self.reasons = reasons  # what went wrong with each host, in words
+        #: a server answered and refused us (TLS, credentials): it runs, so "is ZooKeeper
+        #: running there?" would mislead; the reasons say what to fix
+        self.refused = refused
         if not message:
             message = "no ZooKeeper server answered"
             if hosts:

@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
+import functools
 import threading
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
+from ssl import SSLContext
 from types import TracebackType
 from typing import Any, Protocol
 
 from zklocks import _events, _validate
-from zklocks._errors import ClientClosed
+from zklocks._errors import ClientClosed, InvalidArgument
 from zklocks._flow import Acquired, Flow
 from zklocks._holdings import LockConfig, make_config
 from zklocks._lease import Lease, LeaseKeeper, SessionFacts
 from zklocks._lockmaker import DEFAULT_HOSTS, LockMaker, show_concrete_types
 from zklocks._nodes import ELECTION_KIND
+from zklocks._security import ACL
 from zklocks._session import SessionState, SyncSession
 from zklocks._sync import driver
 from zklocks._sync.election import Election, MultiLock
@@ -44,6 +47,8 @@ def _default_session_factory(
     session_timeout: float,
     connect_timeout: float,
     ensemble_lag: float | None = None,
+    ssl: SSLContext | None = None,
+    auth: Sequence[tuple[str, bytes]] = (),
 ) -> StartableSession:
     from zklocks._sync.native_session import NativeSession
 
@@ -52,6 +57,8 @@ def _default_session_factory(
         session_timeout=session_timeout,
         connect_timeout=connect_timeout,
         ensemble_lag=ensemble_lag,
+        ssl=ssl,
+        auth=auth,
     )
 
 
@@ -72,6 +79,12 @@ class Client(LockMaker[Lock, ReadWriteLock]):
     ``session_factory`` replaces the transport (``zklocks.sim`` runs clients on its
     in-memory model this way); leave it out to talk to ZooKeeper.
 
+    Security (docs/security.md): ``auth=[("digest", "user:password")]`` is sent on every
+    (re)connect; ``acl="creator"`` gives the lock directory and every contender node to
+    that identity alone (``"open"``, the default, is ZooKeeper's open ACL; or a list of
+    ``zklocks.ACL``); ``ssl=True`` or an ``ssl.SSLContext`` connects over TLS.
+    Credentials never appear in a repr, a log line or an error.
+
     Every call blocks the calling thread; inside ``async`` code use ``AsyncClient``
     (the sync client warns with a ``RuntimeWarning`` when called in a running event loop).
     Connection state: ``state``, ``add_listener()`` and ``remove_listener()``.
@@ -85,12 +98,24 @@ class Client(LockMaker[Lock, ReadWriteLock]):
         session_timeout: float = 10.0,
         connect_timeout: float = 15.0,
         ensemble_lag: float | None = None,
+        auth: Sequence[tuple[str, str | bytes]] | None = None,
+        acl: str | Sequence[ACL] = "open",
+        ssl: bool | SSLContext | None = None,
         session_factory: SessionFactory | None = None,
     ) -> None:
         if session_factory is None:  # (a factory of its own decides what hosts means)
             _validate.hosts(hosts)  # a bad connect string fails here, not at start()
-        super().__init__(hosts, session_timeout, connect_timeout, ensemble_lag)
-        self._session_factory = session_factory or _default_session_factory
+        super().__init__(
+            hosts, session_timeout, connect_timeout, ensemble_lag, auth=auth, acl=acl, ssl=ssl
+        )
+        if session_factory is not None and (self._credentials or self._acl or self._ssl):
+            raise InvalidArgument(
+                "auth, acl and ssl need ZooKeeper itself; a session_factory (the simulator) "
+                "does not model them"
+            )
+        self._session_factory: SessionFactory = session_factory or functools.partial(
+            _default_session_factory, ssl=self._ssl, auth=self._auth_packets
+        )
         self._session: SyncSession | None = None
         self._stopped = False
         self._keeper = LeaseKeeper(self._facts, self._call_later)

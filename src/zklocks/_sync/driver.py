@@ -80,7 +80,7 @@ def execute(op: Op, session: SyncSession) -> Reply:
     if isinstance(op, AwaitDeletion):
         return await_deletion(op, session)
     if isinstance(op, CreateParents):
-        return parents_reply(session.call(parent_creates(op.path), op.deadline))
+        return parents_reply(session.call(parent_creates(op.path, op.acl), op.deadline))
     if isinstance(op, SessionId):
         return session.session_id()
     return session.call((op,), op.deadline)[0]

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ssl as _ssl
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from zklocks._connection import Connection, SessionState
-from zklocks._errors import ConnectionFailed, InvalidArgument
-from zklocks._native import facts_of, reply_of, submit_all, wrap_watcher
+from zklocks._errors import InvalidArgument
+from zklocks._native import connection_failed, facts_of, reply_of, submit_all, wrap_watcher
 from zklocks._ops import TIMED_OUT, GetData, Reply, Request
 from zklocks._protocol.errors import (
     ClientClosedError,
@@ -74,11 +75,17 @@ class NativeSession:
         session_timeout: float,
         connect_timeout: float,
         ensemble_lag: float | None = None,
+        ssl: _ssl.SSLContext | None = None,
+        auth: Sequence[tuple[str, bytes]] = (),
     ) -> None:
         # ``connect_timeout`` bounds the whole start; each attempt gets a share of it
         # (the connection's own per-attempt bound), so a frozen member costs a fraction.
         self._connection = Connection(
-            hosts, session_timeout=session_timeout, ensemble_lag=ensemble_lag
+            hosts,
+            session_timeout=session_timeout,
+            ensemble_lag=ensemble_lag,
+            ssl=ssl,
+            auth=auth,
         )
         self._connect_timeout = connect_timeout
         self._loop = asyncio.new_event_loop()
@@ -100,10 +107,7 @@ class NativeSession:
             self._run(self._connection.start(self._connect_timeout))
         except ConnectionFailedError as exc:
             self._shut_down()
-            raise ConnectionFailed(
-                f"{exc}; is ZooKeeper running there? Start one with `zklocks server`, "
-                "or point --hosts / ZKLOCKS_HOSTS at yours"
-            ) from exc
+            raise connection_failed(exc) from exc
         except BaseException:
             self._shut_down()
             raise
