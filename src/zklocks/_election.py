@@ -26,10 +26,12 @@ from typing import Any
 from zklocks import _nodes
 from zklocks._contenders import Contender, _contender
 from zklocks._errors import ClientClosed, LockError
+from zklocks._flow import access_denied
 from zklocks._ops import TIMED_OUT, AwaitDeletion, GetChildren, GetData, NodeData, Op
 from zklocks._protocol.errors import (
     ClientClosedError,
     ConnectionLossError,
+    NoAuthError,
     NoNodeError,
     SessionExpiredError,
 )
@@ -52,6 +54,8 @@ def read_leader(path: str) -> Generator[Op, Any, Contender | None]:
             continue
         if isinstance(children, ClientClosedError):
             raise ClientClosed(f"cannot read the leader of {path}: the client is stopped")
+        if isinstance(children, NoAuthError):
+            raise access_denied(path, "list")
         if not isinstance(children, list):
             raise LockError(f"cannot list {path}: {children}")
         line = candidates(children)
@@ -63,6 +67,8 @@ def read_leader(path: str) -> Generator[Op, Any, Contender | None]:
             return _contender(path, head, reply, holder=True)
         if isinstance(reply, ClientClosedError):
             raise ClientClosed(f"cannot read the leader of {path}: the client is stopped")
+        if isinstance(reply, NoAuthError):
+            raise access_denied(f"{path}/{head.name}", "read")
         # gone meanwhile (it resigned, or its session ended) or no answer: read again
 
 

@@ -290,3 +290,32 @@ def test_status_watch_with_credentials_sees_the_protected_lock(
         watch.terminate()
         out, err = watch.communicate(timeout=15)
     assert SECRET not in out + err
+
+
+def test_elect_and_leader_take_the_same_credentials(
+    zk_server: ZooKeeperServer, auth_file: Path, path: str
+) -> None:
+    """An election protected with acl=creator: the candidate and `leader` with the
+    credentials see it; `leader` without them is refused (exit 77), never a traceback."""
+    hosts = {"ZKLOCKS_HOSTS": zk_server.hosts}
+    as_alice = ("--auth-file", str(auth_file))
+    candidate = zklocks(
+        "elect", path, *as_alice, "--acl", "creator", "--identifier", "node-a", "--", *HOLD,
+        env=hosts, stdin=subprocess.PIPE,
+    )  # fmt: skip
+    outputs: list[str] = []
+    try:
+        assert read_line(candidate) == "holding"
+        code, out, err = finish(zklocks("leader", path, "--json", *as_alice, env=hosts))
+        outputs += [out, err]
+        assert code == 0, err
+        assert json.loads(out)["leader"]["identifier"] == "node-a"
+        code, out, err = finish(zklocks("leader", path, env=hosts))
+        outputs += [out, err]
+        assert code == 77, err
+        assert "Traceback" not in err
+    finally:
+        out, err = candidate.communicate("done\n", timeout=60)
+    assert candidate.returncode == 0, err
+    for text in [*outputs, out, err]:
+        assert SECRET not in text

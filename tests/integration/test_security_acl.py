@@ -384,3 +384,22 @@ def test_other_identities_can_share_ancestors_we_created(
             bob.lock(f"{root}/locks/orders").acquire(timeout=5)  # hers stays hers
     with pytest.raises(NoAuthError):
         kazoo.delete(f"{root}/locks/orders")  # an empty directory: no delete on its parent
+
+
+def test_an_election_carries_the_clients_acl(
+    alice: zklocks.Client, alice_kazoo: KazooClient, stranger: KazooClient, root: str
+) -> None:
+    """An election is a lock kind: its directory and candidates get the client's ACL too,
+    so an outsider can neither read who leads nor remove the leader's node."""
+    path = f"{root}/elections/scheduler"
+    with alice.election(path, identifier="node-a") as term:
+        acls, _ = alice_kazoo.get_acls(path)
+        assert [(acl.id.scheme, acl.id.id) for acl in acls] == [("digest", acls[0].id.id)]
+        assert acls[0].id.id.startswith("alice:")
+        with pytest.raises(NoAuthError):
+            stranger.get_children(path)
+        with pytest.raises(NoAuthError):
+            stranger.delete(term.node)
+        leader = alice.election(path).leader()
+        assert leader is not None and leader.identifier == "node-a"
+    assert alice_kazoo.get_children(path) == []

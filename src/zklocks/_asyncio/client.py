@@ -153,7 +153,8 @@ class AsyncClient(LockMaker[AsyncLock, AsyncReadWriteLock]):
 
     def election(self, path: str, *, identifier: str | None = None) -> AsyncElection:
         """A leader election at ``path`` (see ``Client.election``)."""
-        election = AsyncElection(self, make_config(path, ELECTION_KIND, identifier=identifier))
+        config = make_config(path, ELECTION_KIND, identifier=identifier, acl=self._acl)
+        election = AsyncElection(self, config)
         self._peers.join(election)
         return election
 

@@ -19,12 +19,22 @@ from typing import Any
 
 import click
 
-from zklocks._cli.common import CONTEXT, age, check_path, connect, connection_options, fail, seconds
+from zklocks._cli.common import (
+    CONTEXT,
+    EX_NOPERM,
+    age,
+    check_path,
+    connect,
+    connection_options,
+    fail,
+    seconds,
+)
 from zklocks._cli.options import Seconds
 from zklocks._cli.run import RunOptions, _cannot_run, _describe, execute, note
 from zklocks._cli.sanitise import clean
+from zklocks._cli.security import Security, security_options
 from zklocks._contenders import Contender
-from zklocks._errors import LockError
+from zklocks._errors import AccessDenied, LockError
 
 ELECT_EPILOG = """\b
 Examples:
@@ -82,6 +92,7 @@ Examples:
 )
 @click.option("-v", "--verbose", is_flag=True, help="Say when elected and when resigning.")
 @connection_options
+@security_options(acl=True)
 def elect(
     path: str,
     command: tuple[str, ...],
@@ -92,6 +103,7 @@ def elect(
     verbose: bool,
     hosts: str,
     connect_timeout: float,
+    security: Security,
 ) -> None:
     """Campaign for leadership of PATH; run COMMAND while leader; resign when it exits.
 
@@ -120,6 +132,7 @@ def elect(
         verbose=verbose,
         hosts=hosts,
         connect_timeout=connect_timeout,
+        security=security,
     )
     sys.exit(execute(options))
 
@@ -165,9 +178,12 @@ def leader_text(leader: Contender | None, *, stamp: bool = False) -> str:
     help="Keep running; print each change of leader (driven by one ZooKeeper watch).",
 )
 @connection_options
-def leader(path: str, as_json: bool, watch: bool, hosts: str, connect_timeout: float) -> None:
+@security_options()
+def leader(
+    path: str, as_json: bool, watch: bool, hosts: str, connect_timeout: float, security: Security
+) -> None:
     """Print who leads the election at PATH ("no leader" / null when nobody does)."""
-    client = connect(hosts, connect_timeout)
+    client = connect(hosts, connect_timeout, security=security)
     election = client.election(path)
     try:
         if not watch:
@@ -182,6 +198,8 @@ def leader(path: str, as_json: bool, watch: bool, hosts: str, connect_timeout: f
             sys.stdout.flush()
     except KeyboardInterrupt:
         pass
+    except AccessDenied as error:
+        fail(f"cannot read {path}: {error}", EX_NOPERM)
     except LockError as error:
         fail(f"cannot read {path}: {error}")
     finally:

@@ -219,7 +219,8 @@ class Client(LockMaker[Lock, ReadWriteLock]):
     def election(self, path: str, *, identifier: str | None = None) -> Election:
         """A leader election at ``path``: campaign to lead, observe who leads (see
         docs/election.md). ``identifier`` names this candidate to observers."""
-        election = Election(self, make_config(path, ELECTION_KIND, identifier=identifier))
+        config = make_config(path, ELECTION_KIND, identifier=identifier, acl=self._acl)
+        election = Election(self, config)
         self._peers.join(election)
         return election
 
