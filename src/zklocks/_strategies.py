@@ -62,7 +62,7 @@ GRANTED = Granted()
 def decide(me: NodeName, queue: Sequence[NodeName]) -> Decision:
     """The rule for ``me``'s kind applied to the contenders before it."""
     ahead = _ahead_of(me, queue)
-    refusal = _mixing(me, queue) or _election_mixing(me, queue)
+    refusal = _mixing(me, queue)
     if refusal is not None:
         return refusal
     if me.kind in EXCLUSIVE_KINDS:
@@ -79,23 +79,29 @@ def _ahead_of(me: NodeName, queue: Sequence[NodeName]) -> Sequence[NodeName]:
     raise ValueError(f"{me.name} is not in the queue")
 
 
+# What a path is used as, by contender kind; every other kind is a lock. Contenders of
+# two uses on one path disagree about what the path is: a lock holder must not count as
+# a leader, nor a semaphore permit as a lock. Listed in the order messages name them.
+_USES = {"lease": "a semaphore", ELECTION_KIND: "an election"}
+_USE_ORDER = ("a semaphore", "an election", "a lock")
+
+
+def _use(kind: str) -> str:
+    return _USES.get(kind, "a lock")
+
+
 def _mixing(me: NodeName, queue: Sequence[NodeName]) -> Refused | None:
+    mine = _use(me.kind)
     for other in queue:
-        if (other.kind == "lease") != (me.kind == "lease"):
-            return Refused("this path is used both as a semaphore and as a lock")
+        theirs = _use(other.kind)
+        if theirs != mine:
+            first, second = sorted((mine, theirs), key=_USE_ORDER.index)
+            return Refused(f"this path is used both as {first} and as {second}")
         if me.kind == "lease" and other.permits != me.permits:
             return Refused(
                 f"semaphore contenders disagree on permits: {other.permits} (node "
                 f"{other.name}) and {me.permits} (ours)"
             )
-    return None
-
-
-def _election_mixing(me: NodeName, queue: Sequence[NodeName]) -> Refused | None:
-    """An election path is no lock path: a lock holder must not count as a leader."""
-    electing = me.kind == ELECTION_KIND
-    if any((other.kind == ELECTION_KIND) != electing for other in queue):
-        return Refused("this path is used both as an election and as a lock")
     return None
 
 
