@@ -30,8 +30,13 @@ from zklocks._cli.common import (
     seconds,
 )
 from zklocks._cli.options import Seconds
-from zklocks._cli.run import RunOptions, _cannot_run, _describe, execute, note
-from zklocks._cli.sanitise import clean
+from zklocks._cli.run import (
+    RunOptions,
+    _describe,
+    execute,
+    exit_unless_runnable,
+    kill_after_option,
+)
 from zklocks._cli.security import Security, security_options
 from zklocks._contenders import Contender
 from zklocks._errors import AccessDenied, LockError
@@ -74,14 +79,7 @@ Examples:
     metavar="SECONDS",
     help="Give up (exit 75) when not elected in time. Default: wait as long as it takes.",
 )
-@click.option(
-    "--kill-after",
-    type=Seconds(),
-    default=10.0,
-    show_default=True,
-    metavar="SECONDS",
-    help="After SIGTERM, wait this long for the command to exit, then SIGKILL it.",
-)
+@kill_after_option
 @click.option(
     "--session-timeout",
     type=Seconds(0.1),
@@ -115,10 +113,7 @@ def elect(
         raise click.UsageError(
             f"missing the command to run after '--', e.g.\n  zklocks elect {path} -- ./cron.sh"
         )
-    missing = _cannot_run(command[0])
-    if missing is not None:  # found out now, not after waiting to be elected
-        note(f"cannot run {clean(command[0])!r}: {missing[1]}")
-        sys.exit(missing[0])
+    exit_unless_runnable(command)
     options = RunOptions(
         path=path,
         command=command,

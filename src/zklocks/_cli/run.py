@@ -130,6 +130,25 @@ class RunOptions:
     security: Security = field(default_factory=Security)
 
 
+kill_after_option = click.option(
+    "--kill-after",
+    type=Seconds(),
+    default=10.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="After SIGTERM, wait this long for the command to exit, then SIGKILL it.",
+)
+
+
+def exit_unless_runnable(command: tuple[str, ...]) -> None:
+    """Exit 127/126 now when ``command`` cannot be run: found out before queueing, not
+    after waiting for the lock (or to be elected)."""
+    missing = _cannot_run(command[0])
+    if missing is not None:
+        note(f"cannot run {clean(command[0])!r}: {missing[1]}")
+        sys.exit(missing[0])
+
+
 @click.command(
     context_settings=CONTEXT, epilog=EPILOG, short_help="Run a command while holding a lock."
 )
@@ -168,14 +187,7 @@ class RunOptions:
     metavar="TEXT",
     help="How `zklocks status` names us. Default: the command line.",
 )
-@click.option(
-    "--kill-after",
-    type=Seconds(),
-    default=10.0,
-    show_default=True,
-    metavar="SECONDS",
-    help="After SIGTERM, wait this long for the command to exit, then SIGKILL it.",
-)
+@kill_after_option
 @click.option(
     "--session-timeout",
     type=Seconds(0.1),
@@ -224,10 +236,8 @@ def run(
         raise click.UsageError("--semaphore cannot be combined with --read or --write")
     if non_blocking and timeout is not None:
         raise click.UsageError("--non-blocking and --timeout exclude each other")
-    missing = _cannot_run(command[0]) if command else None  # no command: we hold it
-    if missing is not None:  # found out now, not after waiting in the queue for the lock
-        note(f"cannot run {clean(command[0])!r}: {missing[1]}")
-        sys.exit(missing[0])
+    if command:  # no command: we hold the lock ourselves
+        exit_unless_runnable(command)
     kind = "semaphore" if permits is not None else mode or "lock"
     options = RunOptions(
         path=path,
