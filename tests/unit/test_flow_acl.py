@@ -3,17 +3,14 @@ round trip, our identities learnt from our own node, refusal with nothing left."
 
 from __future__ import annotations
 
-from collections.abc import Generator
-from typing import Any
-
 import pytest
 
 import zklocks
+from flow_support import ATTEMPT, PATH, SESSION, Stepper, created, mine, spec
 from zklocks import _security
-from zklocks._flow import Acquired, AcquireSpec, acquire
+from zklocks._flow import Acquired, acquire
 from zklocks._ops import (
     Create,
-    Created,
     CreateParents,
     Delete,
     GetACL,
@@ -33,41 +30,6 @@ POLICY = _security.acl_policy("creator", CREDS)
 OURS = NodeACL((ACL(31, digest_id("alice", "pw")),))
 OPEN = NodeACL((ACL(31, Id("world", "anyone")),))
 X509 = ACL(31, Id("x509", "CN=client"))
-ATTEMPT = "a" * 32
-PATH = "/locks/x"
-SESSION = 77
-
-
-def mine(seq: int) -> str:
-    return f"lock-{ATTEMPT}-{seq:010d}"
-
-
-def spec(**changes: Any) -> AcquireSpec:
-    fields: dict[str, Any] = {"path": PATH, "kind": "lock", "data": b"d", "attempt": ATTEMPT}
-    return AcquireSpec(**{**fields, **changes})
-
-
-def created(name: str, czxid: int = 100) -> Created:
-    return Created(f"{PATH}/{name}", Stat(czxid=czxid, ephemeral_owner=SESSION))
-
-
-class Stepper:
-    """Feeds replies to a flow and checks each operation it yields."""
-
-    def __init__(self, flow: Generator[Any, Any, Any]) -> None:
-        self.flow = flow
-        self.op: Any = next(flow)
-        self.result: Any = None
-        self.done = False
-
-    def expect(self, kind: type, reply: Any) -> Any:
-        assert isinstance(self.op, kind), f"expected {kind.__name__}, flow yielded {self.op!r}"
-        op = self.op
-        try:
-            self.op = self.flow.send(reply)
-        except StopIteration as stop:
-            self.result, self.done = stop.value, True
-        return op
 
 
 def test_with_an_acl_the_directory_is_read_in_the_same_round_trip() -> None:

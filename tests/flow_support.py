@@ -1,0 +1,52 @@
+"""What the flow's unit tests share: names of our nodes and theirs, an acquire spec, and a
+stepper that feeds a flow its replies one operation at a time."""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import Any
+
+from zklocks._flow import AcquireSpec
+from zklocks._ops import Created, Stat
+
+ATTEMPT = "a" * 32
+OTHER = "b" * 32
+PATH = "/locks/x"
+SESSION = 77
+
+
+def mine(seq: int, kind: str = "lock") -> str:
+    return f"{kind}-{ATTEMPT}-{seq:010d}"
+
+
+def theirs(seq: int, kind: str = "lock") -> str:
+    return f"{kind}-{OTHER}-{seq:010d}"
+
+
+def spec(**changes: Any) -> AcquireSpec:
+    fields: dict[str, Any] = {"path": PATH, "kind": "lock", "data": b"d", "attempt": ATTEMPT}
+    fields.update(changes)
+    return AcquireSpec(**fields)
+
+
+def created(name: str, czxid: int = 100) -> Created:
+    return Created(f"{PATH}/{name}", Stat(czxid=czxid, ephemeral_owner=SESSION))
+
+
+class Stepper:
+    """Feeds replies to a flow and checks each operation it yields."""
+
+    def __init__(self, flow: Generator[Any, Any, Any]) -> None:
+        self.flow = flow
+        self.op: Any = next(flow)
+        self.result: Any = None
+        self.done = False
+
+    def expect(self, kind: type, reply: Any) -> Any:
+        assert isinstance(self.op, kind), f"expected {kind.__name__}, flow yielded {self.op!r}"
+        op = self.op
+        try:
+            self.op = self.flow.send(reply)
+        except StopIteration as stop:
+            self.result, self.done = stop.value, True
+        return op
