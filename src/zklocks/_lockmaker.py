@@ -97,6 +97,11 @@ class LockMaker(Generic[LockT, ReadWriteT]):
         """Stop calling ``fn``; nothing happens if it was not added."""
         self._states.remove(fn)
 
+    def _config(self, path: str, kind: str, **options: Any) -> LockConfig:
+        """A checked lock config carrying this client's ACL: every factory builds its
+        locks through here, so none can create nodes without it."""
+        return make_config(path, kind, acl=self._acl, **options)
+
     def _new_lock(self, config: LockConfig) -> LockT:
         raise NotImplementedError
 
@@ -126,9 +131,7 @@ class LockMaker(Generic[LockT, ReadWriteT]):
         ZooKeeper call); it makes no request itself.
         """
         return self._new_lock(
-            make_config(
-                path, "lock", fair=fair, reentrant=reentrant, identifier=identifier, acl=self._acl
-            )
+            self._config(path, "lock", fair=fair, reentrant=reentrant, identifier=identifier)
         )
 
     def read_write_lock(
@@ -139,8 +142,8 @@ class LockMaker(Generic[LockT, ReadWriteT]):
         Raises ``InvalidPath`` or ``InvalidArgument`` for bad arguments.
         """
         return self._new_read_write(
-            make_config(path, "read", reentrant=reentrant, identifier=identifier, acl=self._acl),
-            make_config(path, "write", reentrant=reentrant, identifier=identifier, acl=self._acl),
+            self._config(path, "read", reentrant=reentrant, identifier=identifier),
+            self._config(path, "write", reentrant=reentrant, identifier=identifier),
         )
 
     def semaphore(
@@ -158,14 +161,7 @@ class LockMaker(Generic[LockT, ReadWriteT]):
         ``InvalidPath`` or ``InvalidArgument`` for bad arguments.
         """
         return self._new_lock(
-            make_config(
-                path,
-                "lease",
-                permits=permits,
-                reentrant=reentrant,
-                identifier=identifier,
-                acl=self._acl,
-            )
+            self._config(path, "lease", permits=permits, reentrant=reentrant, identifier=identifier)
         )
 
 

@@ -15,7 +15,7 @@ from zklocks._asyncio.session import AsyncSession
 from zklocks._connection import Connection, SessionState
 from zklocks._errors import ClientClosed, InvalidArgument
 from zklocks._flow import Acquired
-from zklocks._holdings import LockConfig, make_config
+from zklocks._holdings import LockConfig
 from zklocks._lease import AsyncLease, LeaseKeeper, SessionFacts
 from zklocks._lockmaker import DEFAULT_HOSTS, LockMaker, show_concrete_types
 from zklocks._native import connection_failed
@@ -153,7 +153,7 @@ class AsyncClient(LockMaker[AsyncLock, AsyncReadWriteLock]):
 
     def election(self, path: str, *, identifier: str | None = None) -> AsyncElection:
         """A leader election at ``path`` (see ``Client.election``)."""
-        config = make_config(path, ELECTION_KIND, identifier=identifier, acl=self._acl)
+        config = self._config(path, ELECTION_KIND, identifier=identifier)
         election = AsyncElection(self, config)
         self._peers.join(election)
         return election

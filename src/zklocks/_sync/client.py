@@ -13,7 +13,7 @@ from typing import Any, Protocol
 from zklocks import _events, _validate
 from zklocks._errors import ClientClosed, InvalidArgument
 from zklocks._flow import Acquired, Flow
-from zklocks._holdings import LockConfig, make_config
+from zklocks._holdings import LockConfig
 from zklocks._lease import Lease, LeaseKeeper, SessionFacts
 from zklocks._lockmaker import DEFAULT_HOSTS, LockMaker, show_concrete_types
 from zklocks._nodes import ELECTION_KIND
@@ -219,7 +219,7 @@ class Client(LockMaker[Lock, ReadWriteLock]):
     def election(self, path: str, *, identifier: str | None = None) -> Election:
         """A leader election at ``path``: campaign to lead, observe who leads (see
         docs/election.md). ``identifier`` names this candidate to observers."""
-        config = make_config(path, ELECTION_KIND, identifier=identifier, acl=self._acl)
+        config = self._config(path, ELECTION_KIND, identifier=identifier)
         election = Election(self, config)
         self._peers.join(election)
         return election
