@@ -19,8 +19,11 @@ Queued kinds (fair lock, read, write, semaphore lease):
    client's ``acl`` is not open) the pipeline also reads the lock directory's ACL: a
    directory that grants more than asked is refused and our node deleted
    (``_check_directory``; docs/security.md).
-2. **Decide.** The strategy for our kind (``zklocks._strategies``) says granted, or which
-   earlier nodes block us. Sequence numbers are integers ordered across the 32-bit wrap.
+2. **Decide.** The spec's layout (``zklocks._layouts``) lines up the children as its
+   dialect does (ours: sequence numbers as integers ordered across the 32-bit wrap;
+   Curator's and kazoo's: their own string orders), and its rules table says granted,
+   or which nodes block us. In Curator's layout a semaphore is two queued acquires in a
+   row (``_acquire_two_stages``: SemaphoreV2's mutex, then its lease).
 3. **Wait.** Watch the blockers (getData-watches) and wait, with what remains of the one
    deadline of the call, until one is *deleted*. Never trust a wake-up: decide again with
    the deleted node removed; every rule is monotone, so a grant on that smaller queue is
@@ -66,7 +69,7 @@ from collections.abc import Generator
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeAlias, TypeVar
 
-from zklocks import _nodes
+from zklocks import _dialects, _layouts, _nodes
 from zklocks._errors import AccessDenied, ClientClosed, InvalidArgument, LockError, LockTimeout
 from zklocks._ops import (
     TIMED_OUT,
@@ -98,7 +101,7 @@ from zklocks._protocol.errors import (
 )
 from zklocks._protocol.records import ACL
 from zklocks._security import AclPolicy, public_acl, weak_directory_message, weaker_entries
-from zklocks._strategies import Granted, Refused, WaitFor, decide
+from zklocks._strategies import Granted, Refused, WaitFor
 
 Flow: TypeAlias = Generator[Op, Any, Any]
 T = TypeVar("T")
@@ -122,10 +125,16 @@ class AcquireSpec:
     blocking: bool = True
     deadline: float | None = None
     acl: AclPolicy | None = None  # None: the open ACL, and no check of the directory
+    layout: _layouts.Layout = _layouts.ZKLOCKS  # whose names, order and rules
 
     @property
     def node_acl(self) -> tuple[ACL, ...]:
         return () if self.acl is None else self.acl.wire
+
+    @property
+    def prefix(self) -> str:
+        """Our node's name without the sequence: it carries our attempt token."""
+        return self.layout.dialect.prefix(self.kind, self.attempt, self.permits)
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,9 +157,11 @@ class _Attempt:
 
 def acquire(spec: AcquireSpec) -> Generator[Op, Any, Acquired | None]:
     """Acquire per ``spec``: ``Acquired``, ``None`` (non-blocking miss) or raise."""
-    if spec.fair:
-        return (yield from _acquire_queued(spec))
-    return (yield from _acquire_single_node(spec))
+    if not spec.fair:
+        return (yield from _acquire_single_node(spec))
+    if spec.kind == "lease" and spec.layout.two_stage_semaphore:
+        return (yield from _acquire_two_stages(spec))
+    return (yield from _acquire_queued(spec))
 
 
 def release(node: str, token: int, owner: int = 0) -> Generator[Op, Any, bool]:
@@ -191,8 +202,32 @@ def _acquire_queued(spec: AcquireSpec) -> Generator[Op, Any, Acquired | None]:
 _START_OVER = object()
 
 
+def _acquire_two_stages(spec: AcquireSpec) -> Generator[Op, Any, Acquired | None]:
+    """Curator's ``InterProcessSemaphoreV2`` on ``path``: take the mutex ``path/locks``,
+    create a lease in ``path/leases``, wait (still holding the mutex) until that
+    directory has at most N children, ours included, then let the mutex go.
+
+    Create-then-count keeps the bound even for a contender that skipped the mutex; the
+    mutex gives the order, and makes sure only one waiter's lease node inflates the
+    count at a time. The grant is the lease node: its deletion is the lease's loss, its
+    creation zxid the fencing token. Every way out deletes the lease node (the queued
+    flow does) and then the mutex node.
+    """
+    mutex = replace(spec, path=f"{spec.path}/locks", kind="lock", permits=None)
+    held = yield from _acquire_queued(mutex)
+    if held is None:
+        return None  # non-blocking, and the mutex is busy
+    try:
+        granted = yield from _acquire_queued(replace(spec, path=f"{spec.path}/leases"))
+    except BaseException:
+        yield from _shielded(_delete(held.node))
+        raise
+    yield from _shielded(_delete(held.node))
+    return granted
+
+
 def _protected_create(spec: AcquireSpec, attempt: _Attempt) -> Generator[Op, Any, Created]:
-    prefix = f"{spec.path}/{_nodes.sequential_prefix(spec.kind, spec.attempt, spec.permits)}"
+    prefix = f"{spec.path}/{spec.prefix}"
     create = Create(
         prefix,
         spec.data,
@@ -261,7 +296,7 @@ def _find_own_node(
             return None  # an expired session took the node with it
         if not isinstance(children, list):
             raise _unexpected(children, spec.path, "list")
-        ours = [name for name in children if spec.attempt in name]
+        ours = [name for name in children if name.startswith(spec.prefix)]
         if not ours:
             return None
         path = f"{spec.path}/{ours[0]}"
@@ -285,15 +320,17 @@ def _find_own_node(
 def _wait_in_line(
     spec: AcquireSpec, created: Created, attempt: _Attempt
 ) -> Generator[Op, Any, object]:
-    me = _nodes.parse(created.path.rsplit("/", 1)[1])
+    dialect = spec.layout.dialect
+    me = dialect.read(created.path.rsplit("/", 1)[1])
     assert me is not None, created.path
+    me = _dialects.with_permits(me, spec.permits)
     granted = Acquired(created.path, created.stat.czxid, created.stat.ephemeral_owner)
-    line = _nodes.line_up_to(me, attempt.children)
+    line = dialect.line_up_to(me, attempt.children)
     attempt.children = []
     while True:
         if line is None:
             return (yield from _rejoin(spec, created))
-        decision = decide(me, line)
+        decision = spec.layout.rules.decide(me, line)
         if isinstance(decision, Granted):
             attempt.node = None  # it is the caller's now; nothing to clean up
             return granted
@@ -305,7 +342,7 @@ def _wait_in_line(
         # Decide now what the deletion of each blocker would mean, and keep only that
         # while waiting: a waiter holding its whole line costs O(queue) memory, and a
         # queue of n waiters O(n^2).
-        takeover = {name for name in decision.nodes if _granted_without(me, line, name)}
+        takeover = {name for name in decision.nodes if _granted_without(spec, me, line, name)}
         line = []
         gone = yield from _await_deletion(spec, decision)
         if gone is None:
@@ -319,7 +356,7 @@ def _wait_in_line(
                 return (yield from _rejoin(spec, created))
             attempt.node = None
             return granted
-        line = _nodes.line_up_to(me, (yield from _list(spec)))
+        line = dialect.line_up_to(me, (yield from _list(spec)))
 
 
 def _still_exists(spec: AcquireSpec, created: Created) -> Generator[Op, Any, bool]:
@@ -353,10 +390,13 @@ def _rejoin(spec: AcquireSpec, created: Created) -> Generator[Op, Any, object]:
     return _START_OVER
 
 
-def _granted_without(me: _nodes.NodeName, line: list[_nodes.NodeName], name: str) -> bool:
+def _granted_without(
+    spec: AcquireSpec, me: _nodes.NodeName, line: list[_nodes.NodeName], name: str
+) -> bool:
     """Would ``me`` hold if ``name`` left the line? Rules are monotone, so if yes, it
     will hold once ``name`` is gone whatever else has left meanwhile."""
-    return isinstance(decide(me, [node for node in line if node.name != name]), Granted)
+    rest = [node for node in line if node.name != name]
+    return isinstance(spec.layout.rules.decide(me, rest), Granted)
 
 
 def _await_deletion(spec: AcquireSpec, decision: WaitFor) -> Generator[Op, Any, str | None]:

@@ -18,6 +18,7 @@ from typing import Any, Generic, TypeVar
 from zklocks import _nodes, _validate
 from zklocks._errors import AlreadyHeld, NotHeld
 from zklocks._flow import AcquireSpec
+from zklocks._layouts import ZKLOCKS, Layout, choose
 from zklocks._lease import LeaseBase
 from zklocks._security import AclPolicy
 
@@ -35,6 +36,7 @@ class LockConfig:
     reentrant: bool = False
     identifier: str | None = None
     acl: AclPolicy | None = None  # the client's: None is the open ACL
+    layout: Layout = ZKLOCKS  # whose queue it stands in (Curator's, kazoo's or ours)
 
     def spec(self, owner_name: str, deadline: float | None, blocking: bool) -> AcquireSpec:
         """A fresh attempt (new token) for one acquire call."""
@@ -54,6 +56,7 @@ class LockConfig:
             blocking=blocking,
             deadline=deadline,
             acl=self.acl,
+            layout=self.layout,
         )
 
 
@@ -72,6 +75,7 @@ def make_config(
     reentrant: bool = False,
     identifier: object = None,
     acl: AclPolicy | None = None,
+    layout: object = "zklocks",
 ) -> LockConfig:
     """Validate everything before any ZooKeeper call."""
     return LockConfig(
@@ -82,6 +86,7 @@ def make_config(
         reentrant=bool(reentrant),
         identifier=_validate.identifier(identifier),
         acl=acl,
+        layout=choose(layout, kind, fair=bool(fair)),
     )
 
 

@@ -115,6 +115,7 @@ class LockMaker(Generic[LockT, ReadWriteT]):
         fair: bool = True,
         reentrant: bool = False,
         identifier: str | None = None,
+        layout: str = "zklocks",
     ) -> LockT:
         """An exclusive lock on ``path`` (its parents are created as needed).
 
@@ -126,24 +127,46 @@ class LockMaker(Generic[LockT, ReadWriteT]):
         contenders are on the path. ``reentrant=True`` lets the holding thread (or task)
         acquire again, counted.
         ``identifier`` is stored in our node for ``contenders()`` and ``zklocks status``.
+        ``layout`` says whose queue the lock stands in: ``"zklocks"`` (ours), or
+        ``"curator"`` / ``"kazoo"`` to share ``path`` with Apache Curator's
+        ``InterProcessMutex`` or kazoo's ``Lock`` (docs/interop.md); those have no
+        one-node lock.
 
         Raises ``InvalidPath`` or ``InvalidArgument`` for bad arguments (before any
         ZooKeeper call); it makes no request itself.
         """
         return self._new_lock(
-            self._config(path, "lock", fair=fair, reentrant=reentrant, identifier=identifier)
+            self._config(
+                path,
+                "lock",
+                fair=fair,
+                reentrant=reentrant,
+                identifier=identifier,
+                layout=layout,
+            )
         )
 
     def read_write_lock(
-        self, path: str, *, reentrant: bool = False, identifier: str | None = None
+        self,
+        path: str,
+        *,
+        reentrant: bool = False,
+        identifier: str | None = None,
+        layout: str = "zklocks",
     ) -> ReadWriteT:
         """A read/write lock: ``.read`` is shared, ``.write`` exclusive, one FIFO queue.
 
+        ``layout="curator"`` shares ``path`` with Curator's ``InterProcessReadWriteLock``,
+        ``layout="kazoo"`` with kazoo's ``ReadLock``/``WriteLock`` (docs/interop.md).
         Raises ``InvalidPath`` or ``InvalidArgument`` for bad arguments.
         """
+        options: dict[str, Any] = {
+            "reentrant": reentrant,
+            "identifier": identifier,
+            "layout": layout,
+        }
         return self._new_read_write(
-            self._config(path, "read", reentrant=reentrant, identifier=identifier),
-            self._config(path, "write", reentrant=reentrant, identifier=identifier),
+            self._config(path, "read", **options), self._config(path, "write", **options)
         )
 
     def semaphore(
@@ -153,15 +176,27 @@ class LockMaker(Generic[LockT, ReadWriteT]):
         permits: int,
         reentrant: bool = False,
         identifier: str | None = None,
+        layout: str = "zklocks",
     ) -> LockT:
         """At most ``permits`` holders at once, granted in FIFO order.
 
         Every contender on one path must use the same ``permits``; a contender that sees
         another count refuses with ``InvalidArgument`` when it acquires. Raises
         ``InvalidPath`` or ``InvalidArgument`` for bad arguments.
+        ``layout="curator"`` is Curator's ``InterProcessSemaphoreV2`` on ``path``
+        (``path/locks`` and ``path/leases``; it cannot see another count, and a waiter
+        holds the inner mutex while it waits: docs/interop.md). kazoo's semaphore is not
+        offered: ``InvalidArgument``.
         """
         return self._new_lock(
-            self._config(path, "lease", permits=permits, reentrant=reentrant, identifier=identifier)
+            self._config(
+                path,
+                "lease",
+                permits=permits,
+                reentrant=reentrant,
+                identifier=identifier,
+                layout=layout,
+            )
         )
 
 

@@ -51,6 +51,7 @@ class NodeName:
     attempt: str
     sequence: int
     permits: int | None = None
+    dialect: str = "zklocks"  # whose naming it follows (``zklocks._dialects``)
 
     @property
     def single(self) -> bool:

@@ -23,13 +23,20 @@ The rules:
   waiter becomes a holder without being woken. The price is at most N wake-ups per
   release, never the whole queue.
 
+The rules are a table ``{kind: rule}`` (:class:`Rules`), one per layout, handed to the
+flow in its spec: ours above (``ZKLOCKS_RULES``), and the peers' own for a contender that
+stands in a Curator or kazoo queue (``CURATOR_RULES``, ``KAZOO_RULES``: a Curator reader
+is blocked only by nodes named ``__WRIT__``; a SemaphoreV2 lease holds while the lease
+directory has at most N children, its own included). A kind the table lacks raises
+``UnknownKind``: no kind silently borrows another's rule.
+
 Every rule is monotone: removing predecessors never turns ``Granted`` into waiting. The
 flow relies on that to decide again without re-listing after a watched node is deleted.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeAlias
 
@@ -58,18 +65,71 @@ class Refused:
 Decision: TypeAlias = Granted | WaitFor | Refused
 GRANTED = Granted()
 
+Rule: TypeAlias = Callable[[NodeName, Sequence[NodeName]], Decision]
+"""``rule(me, queue)``: the decision for ``me`` from the whole line (``me`` included)."""
+
+
+class UnknownKind(LookupError):
+    """A rules table has no rule for a contender's kind (a programming error)."""
+
+
+@dataclass(frozen=True, eq=False)
+class Rules:
+    """Who blocks whom, by contender kind: one table per layout, passed to the flow."""
+
+    name: str
+    table: Mapping[str, Rule]
+
+    def decide(self, me: NodeName, queue: Sequence[NodeName]) -> Decision:
+        """The rule for ``me``'s kind applied to ``queue``; ``UnknownKind`` if none."""
+        rule = self.table.get(me.kind)
+        if rule is None:
+            raise UnknownKind(f"the {self.name} rules have no rule for kind {me.kind!r}")
+        return rule(me, queue)
+
+    def holders(self, queue: Sequence[NodeName]) -> list[NodeName]:
+        """The contenders of ``queue`` this table grants, in line order."""
+        return [node for node in queue if isinstance(self.decide(node, queue), Granted)]
+
+    @classmethod
+    def everywhere(cls, name: str, rule: Rule, kinds: Sequence[str]) -> Rules:
+        """One ``rule`` for every kind in ``kinds`` (the simulator plants bugs so)."""
+        return cls(name, {kind: rule for kind in kinds})
+
+
+def _ours(kind_rule: Callable[[NodeName, Sequence[NodeName]], Decision]) -> Rule:
+    """Our rule for a kind: refuse a path used two ways first, then the kind's rule."""
+
+    def rule(me: NodeName, queue: Sequence[NodeName]) -> Decision:
+        refusal = _mixing(me, queue)
+        return refusal if refusal is not None else kind_rule(me, _ahead_of(me, queue))
+
+    return rule
+
+
+def _exclusive_rule(me: NodeName, ahead: Sequence[NodeName]) -> Decision:
+    return _exclusive(ahead)
+
+
+def _read_rule(me: NodeName, ahead: Sequence[NodeName]) -> Decision:
+    return _read(ahead)
+
+
+ZKLOCKS_RULES = Rules(
+    "zklocks",
+    {
+        "lock": _ours(_exclusive_rule),
+        "write": _ours(_exclusive_rule),
+        ELECTION_KIND: _ours(_exclusive_rule),
+        "read": _ours(_read_rule),
+        "lease": _ours(lambda me, ahead: _lease(me, ahead)),
+    },
+)
+
 
 def decide(me: NodeName, queue: Sequence[NodeName]) -> Decision:
-    """The rule for ``me``'s kind applied to the contenders before it."""
-    ahead = _ahead_of(me, queue)
-    refusal = _mixing(me, queue)
-    if refusal is not None:
-        return refusal
-    if me.kind in EXCLUSIVE_KINDS:
-        return _exclusive(ahead)
-    if me.kind == "read":
-        return _read(ahead)
-    return _lease(me, ahead)
+    """Our rule for ``me``'s kind applied to the contenders before it."""
+    return ZKLOCKS_RULES.decide(me, queue)
 
 
 def _ahead_of(me: NodeName, queue: Sequence[NodeName]) -> Sequence[NodeName]:
@@ -126,5 +186,42 @@ def _lease(me: NodeName, ahead: Sequence[NodeName]) -> Decision:
 
 
 def holders(queue: Sequence[NodeName]) -> list[NodeName]:
-    """The contenders of ``queue`` that hold now, in line order."""
-    return [node for node in queue if isinstance(decide(node, queue), Granted)]
+    """The contenders of ``queue`` that hold now by our rules, in line order."""
+    return ZKLOCKS_RULES.holders(queue)
+
+
+# -- the peers' rules ------------------------------------------------------------------
+
+
+def _first(me: NodeName, queue: Sequence[NodeName]) -> Decision:
+    """Curator's mutex and write lock, kazoo's lock: hold when first of the whole line."""
+    return _exclusive(_ahead_of(me, queue))
+
+
+def _curator_read(me: NodeName, queue: Sequence[NodeName]) -> Decision:
+    """A Curator reader holds unless a ``__WRIT__`` node is before it; it waits for the
+    nearest one (Curator watches the first; either is correct, the nearest wakes once)."""
+    for node in reversed(_ahead_of(me, queue)):
+        if node.kind == "write":
+            return WaitFor((node.name,))
+    return GRANTED
+
+
+def _curator_lease(me: NodeName, queue: Sequence[NodeName]) -> Decision:
+    """SemaphoreV2: the lease holds while the lease directory has at most N children
+    (every child, ours included); it waits until any other one goes. A lease node's
+    name does not say N: one read from a listing (``contenders()``) counts as holding."""
+    _ahead_of(me, queue)  # me must be in it
+    if me.permits is None or len(queue) <= me.permits:
+        return GRANTED
+    return WaitFor(tuple(node.name for node in queue if node.name != me.name))
+
+
+CURATOR_RULES = Rules(
+    "curator",
+    {"lock": _first, "write": _first, "read": _curator_read, "lease": _curator_lease},
+)
+KAZOO_RULES = Rules(
+    "kazoo",
+    {"write": _first, "read": lambda me, queue: _read(_ahead_of(me, queue))},
+)

@@ -120,8 +120,10 @@ def test_a_failure_names_seed_plan_and_replay_command() -> None:
     # the command line replays it (with the same bug planted) and exits 1, same violation
     plant = (
         f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); "
-        "import zklocks._flow as flow; "
-        "from test_planted_bugs import read_watches_later_writer as bug; flow.decide = bug; "
+        "import zklocks._layouts as layouts; from zklocks._nodes import KINDS; "
+        "from zklocks._strategies import Rules; "
+        "from test_planted_bugs import read_watches_later_writer as bug; "
+        "layouts.ZKLOCKS = layouts.ZKLOCKS.with_rules(Rules.everywhere('bug', bug, KINDS)); "
         "from zklocks.sim.__main__ import main; sys.exit(main(sys.argv[1:]))"
     )
     done = subprocess.run(

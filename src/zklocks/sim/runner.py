@@ -17,10 +17,12 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from zklocks import _nodes
+from zklocks._strategies import Rules
 from zklocks.sim.faults import FaultPlan, format_plan, random_plan
 from zklocks.sim.invariants import Violation
 from zklocks.sim.scenario import FAMILIES, scenario_for
-from zklocks.sim.scheduler import AcquireFn, DecideFn, Outcome, Simulation, patched_decide
+from zklocks.sim.scheduler import AcquireFn, DecideFn, Outcome, Simulation
 
 TRACE_TAIL = 40
 
@@ -244,10 +246,12 @@ def _run(
     options: Options,
     acquire: AcquireFn | None = None,
 ) -> RunResult:
-    sim = Simulation(seed, plan, trace=trace, families=options.families, acquire=acquire)
+    rules = None if decide is None else Rules.everywhere("planted", decide, _nodes.KINDS)
+    sim = Simulation(
+        seed, plan, trace=trace, families=options.families, acquire=acquire, rules=rules
+    )
     try:
-        with patched_decide(decide):
-            sim.run()
+        sim.run()
     except Violation as violation:
         violation.family = sim.scenario.family  # type: ignore[attr-defined]
         if sim.trace is not None:

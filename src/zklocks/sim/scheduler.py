@@ -37,13 +37,12 @@ iterates a set of strings. ``replay(seed, plan)`` therefore repeats a run exactl
 
 from __future__ import annotations
 
-import contextlib
 import random
-from collections.abc import Callable, Generator, Iterator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
-from zklocks import _flow, _multilock, _nodes
+from zklocks import _flow, _layouts, _multilock, _nodes
 from zklocks._drive import (
     ancestors,
     first_gone,
@@ -79,7 +78,7 @@ from zklocks._protocol.errors import (
     ZooKeeperError,
 )
 from zklocks._session import SessionState, Watcher, WatchEvent, WatchKind
-from zklocks._strategies import Decision
+from zklocks._strategies import Decision, Rules
 from zklocks.sim.faults import (
     DelayWatch,
     DeleteNode,
@@ -538,10 +537,14 @@ class Simulation:
         families: tuple[str, ...] = FAMILIES,
         max_steps: int = MAX_STEPS,
         acquire: AcquireFn | None = None,
+        rules: Rules | None = None,
     ) -> None:
         self.seed = seed
         self.plan = plan
         self.acquire_flow: AcquireFn = acquire or _flow.acquire
+        # The rules every contender decides by: ours, or a test's (to plant a bug), passed
+        # to the flow in each spec.
+        self.layout = _layouts.ZKLOCKS if rules is None else _layouts.ZKLOCKS.with_rules(rules)
         self.scenario: Scenario = scenario_for(seed, families=families)
         self.rng = random.Random(seed * 4 + 2)
         self.tokens = random.Random(seed * 4 + 3)
@@ -855,6 +858,7 @@ class Simulation:
             fair=fair,
             blocking=cycle.blocking,
             deadline=None if cycle.timeout is None else self.now + cycle.timeout,
+            layout=self.layout,
         )
 
     def record(
@@ -932,19 +936,4 @@ def _reply(reply: Reply) -> str:
     return text if len(text) < 80 else text[:77] + "..."
 
 
-@contextlib.contextmanager
-def patched_decide(decide: DecideFn | None) -> Iterator[None]:
-    """Run the real flows with another strategy (to plant a bug); restored after."""
-    if decide is None:
-        yield
-        return
-    names = vars(_flow)  # the flow looks ``decide`` up in its module at each call
-    original = names["decide"]
-    names["decide"] = decide
-    try:
-        yield
-    finally:
-        names["decide"] = original
-
-
-__all__ = ["AcquireFn", "Holding", "Outcome", "SimClient", "Simulation", "patched_decide"]
+__all__ = ["AcquireFn", "Holding", "Outcome", "SimClient", "Simulation"]

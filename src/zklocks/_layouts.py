@@ -1,0 +1,69 @@
+"""Layouts: whose queue a lock stands in, as one value carried by its config and spec.
+
+A layout is a dialect (how nodes are named, read and ordered: ``zklocks._dialects``)
+with the rules of who blocks whom in that queue (``zklocks._strategies``), plus the
+kinds it has. ``layout="curator"`` makes a contender that Apache Curator's
+``InterProcessMutex``, ``InterProcessReadWriteLock`` and ``InterProcessSemaphoreV2``
+treat as one of their own (and that treats them so); ``layout="kazoo"`` the same for
+kazoo's ``Lock``, ``ReadLock`` and ``WriteLock``. Each layout's rules are the peer's, not
+ours: in Curator's, a semaphore is SemaphoreV2's two stages (``two_stage_semaphore``).
+A kind a layout lacks (a one-node lock, a kazoo semaphore) is refused when the lock is
+made, before any request.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from zklocks import _dialects, _strategies
+from zklocks._errors import InvalidArgument
+
+
+@dataclass(frozen=True, eq=False)
+class Layout:
+    """A dialect, its rules table, and what it offers."""
+
+    name: str
+    dialect: _dialects.Dialect
+    rules: _strategies.Rules
+    one_node_lock: bool = False  # fair=False
+    two_stage_semaphore: bool = False  # Curator SemaphoreV2: inner mutex, then a lease
+
+    def __repr__(self) -> str:
+        return f"<layout {self.name}>"
+
+    def with_rules(self, rules: _strategies.Rules) -> Layout:
+        """The same layout deciding by ``rules`` (a seam for the simulator's planted bugs)."""
+        return Layout(self.name, self.dialect, rules, self.one_node_lock, self.two_stage_semaphore)
+
+
+ZKLOCKS = Layout("zklocks", _dialects.ZKLOCKS, _strategies.ZKLOCKS_RULES, one_node_lock=True)
+CURATOR = Layout(
+    "curator", _dialects.CURATOR, _strategies.CURATOR_RULES, two_stage_semaphore=True
+)
+KAZOO = Layout("kazoo", _dialects.KAZOO, _strategies.KAZOO_RULES)
+LAYOUTS: dict[str, Layout] = {layout.name: layout for layout in (ZKLOCKS, CURATOR, KAZOO)}
+NAMES = tuple(LAYOUTS)
+
+_WHAT = {
+    "lock": "an exclusive lock",
+    "read": "a read/write lock",
+    "write": "a read/write lock",
+    "lease": "a semaphore",
+    "elect": "a leader election",
+}
+
+
+def choose(name: object, kind: str, *, fair: bool = True) -> Layout:
+    """The layout called ``name`` for a lock of ``kind``; ``InvalidArgument`` if there is
+    no such layout or it has no such kind."""
+    layout = LAYOUTS.get(name) if isinstance(name, str) else None
+    if layout is None:
+        raise InvalidArgument(f"layout must be one of {', '.join(NAMES)}, not {name!r}")
+    if kind not in layout.dialect.kinds:
+        raise InvalidArgument(f"the {layout.name} layout has no {_WHAT.get(kind, kind)}")
+    if not fair and not layout.one_node_lock:
+        raise InvalidArgument(
+            f"the {layout.name} layout has no one-node lock (fair=False): its locks queue"
+        )
+    return layout
