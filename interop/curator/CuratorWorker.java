@@ -16,6 +16,12 @@
 //   cycles NAME N                 -> ok <ns> ... (N acquire+release, each timed)
 //   contend NAME START_NS END_NS  -> ok <acquired_ns>:<released_ns> ...
 //                                    (waits until START_NS, then cycles until END_NS)
+//   begin NAME                    -> ok          acquire on a thread of its own, and hold
+//   held NAME TIMEOUT_MS          -> ok 1 | ok 0 (1: the thread holds NAME now)
+//   end NAME                      -> ok          that thread releases; waits until it has
+//   count NAME PATH N             -> ok          N times: acquire, read the integer in
+//                                    PATH's data, pause 2 ms, write it + 1, release
+//                                    (a non-atomic update: only the lock keeps it exact)
 //   quit                          -> ok, then exits (so does end of input)
 //
 // Times are System.nanoTime(); the harness maps them onto Python's time.monotonic().
@@ -26,6 +32,7 @@ import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
 import java.util.HashMap;
 import java.util.Map;
+import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.LockSupport;
 
@@ -93,8 +100,17 @@ public final class CuratorWorker {
         }
     }
 
+    /** A lock held on a thread of its own (Curator's mutexes belong to a thread). */
+    private static final class Background {
+        final CountDownLatch held = new CountDownLatch(1);
+        final CountDownLatch release = new CountDownLatch(1);
+        volatile Exception error;
+        Thread thread;
+    }
+
     private CuratorFramework client;
     private final Map<String, Handle> handles = new HashMap<>();
+    private final Map<String, Background> background = new HashMap<>();
 
     public static void main(String[] args) throws Exception {
         BufferedReader in = new BufferedReader(
@@ -160,8 +176,84 @@ public final class CuratorWorker {
                 return cycles(handle(w[1]), Integer.parseInt(w[2]));
             case "contend":
                 return contend(handle(w[1]), Long.parseLong(w[2]), Long.parseLong(w[3]));
+            case "begin":
+                begin(w[1]);
+                return "ok";
+            case "held": {
+                Background b = running(w[1]);
+                boolean held = b.held.await(Long.parseLong(w[2]), TimeUnit.MILLISECONDS);
+                if (b.error != null) {
+                    throw b.error;
+                }
+                return held ? "ok 1" : "ok 0";
+            }
+            case "end":
+                end(w[1]);
+                return "ok";
+            case "count":
+                count(handle(w[1]), w[2], Integer.parseInt(w[3]));
+                return "ok";
             default:
                 throw new IllegalArgumentException("unknown command " + w[0]);
+        }
+    }
+
+    private void begin(String name) {
+        Handle handle = handle(name);
+        if (background.containsKey(name)) {
+            throw new IllegalStateException(name + " is already begun");
+        }
+        Background b = new Background();
+        b.thread = new Thread(() -> {
+            try {
+                handle.acquire(-1);
+                b.held.countDown();
+                b.release.await();
+                handle.release();
+            } catch (Exception e) {
+                b.error = e;
+                b.held.countDown();
+            }
+        });
+        b.thread.setDaemon(true);
+        background.put(name, b);
+        b.thread.start();
+    }
+
+    private Background running(String name) {
+        Background b = background.get(name);
+        if (b == null) {
+            throw new IllegalArgumentException(name + " is not begun");
+        }
+        return b;
+    }
+
+    private void end(String name) throws Exception {
+        Background b = running(name);
+        b.release.countDown();
+        if (b.held.getCount() > 0) {
+            b.thread.interrupt(); // a waiter gives up its place (Curator deletes its node)
+        }
+        b.thread.join(60_000);
+        background.remove(name);
+        if (b.error != null && !(b.error instanceof InterruptedException)) {
+            throw b.error;
+        }
+    }
+
+    private void count(Handle handle, String path, int n) throws Exception {
+        for (int i = 0; i < n; i++) {
+            handle.acquire(-1);
+            try {
+                byte[] data = client().getData().forPath(path);
+                String text = new String(data, StandardCharsets.UTF_8).trim();
+                int value = text.isEmpty() ? 0 : Integer.parseInt(text);
+                Thread.sleep(2);
+                client().setData().forPath(path, Integer.toString(value + 1)
+                        .getBytes(StandardCharsets.UTF_8));
+            } finally {
+                handle.release();
+            }
         }
     }
 

@@ -261,6 +261,25 @@ class CuratorWorker:
     def release(self, name: str) -> None:
         self.call("release", name)
 
+    def begin(self, name: str) -> None:
+        """Acquire ``name`` on a thread of the worker's own and keep holding it: the
+        worker answers other commands meanwhile. See :meth:`held` and :meth:`end`."""
+        self.call("begin", name)
+
+    def held(self, name: str, timeout: float = 0.0) -> bool:
+        """Does the thread that :meth:`begin` started hold ``name`` (within ``timeout``)?"""
+        reply = self.call("held", name, int(timeout * 1000), timeout=timeout + 60)
+        return reply == ["1"]
+
+    def end(self, name: str) -> None:
+        """Release what :meth:`begin` holds (or stop waiting for it), and wait for that."""
+        self.call("end", name, timeout=120)
+
+    def count(self, name: str, path: str, n: int) -> None:
+        """``n`` times under ``name``: read the integer stored at ``path``, pause 2 ms,
+        write it + 1. Not atomic: the lock alone keeps the count exact."""
+        self.call("count", name, path, n)
+
     def cycles(self, name: str, n: int) -> list[float]:
         """``n`` acquire+release cycles timed inside the JVM, seconds each."""
         return [int(ns) / 1e9 for ns in self.call("cycles", name, n)]

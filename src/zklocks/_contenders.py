@@ -12,13 +12,12 @@ from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any
 
-from zklocks import _nodes
+from zklocks import _dialects, _layouts, _nodes
 from zklocks._errors import LockError
 from zklocks._flow import access_denied
 from zklocks._ops import GetACL, GetChildren, GetData, NodeACL, NodeData, Op, Pipeline
 from zklocks._protocol.errors import ConnectionLossError, NoAuthError, NoNodeError
 from zklocks._protocol.records import ACL
-from zklocks._strategies import holders
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +27,10 @@ class Contender:
     ``kind`` is "lock", "read", "write" or "lease" (a semaphore permit); ``sequence`` is
     the integer ZooKeeper appended (0 for the one-node ``fair=False`` lock); ``token`` is
     the fencing token the contender holds or will hold (its node's creation zxid).
+    ``layout`` is whose naming the node follows: "zklocks", "curator" (Apache Curator,
+    or zklocks with ``layout="curator"``) or "kazoo"; a Curator or kazoo node's data
+    (Curator's: the client's IP address; kazoo's: its identifier) is its identifier.
+    kazoo's ``Lock`` and ``WriteLock`` make the same node: it shows as a "write".
     ``ephemeral`` is False for a node that no session owns (a leftover, or a forgery):
     it never goes away by itself, so whoever queues behind it waits until it is deleted.
     """
@@ -42,6 +45,7 @@ class Contender:
     host: str = ""
     pid: int = 0
     ephemeral: bool = True
+    layout: str = "zklocks"
 
 
 def list_contenders(path: str) -> Generator[Op, Any, list[Contender]]:
@@ -56,7 +60,7 @@ def list_contenders(path: str) -> Generator[Op, Any, list[Contender]]:
             raise access_denied(path, "list")
         if not isinstance(children, list):
             raise LockError(f"cannot list {path}: {children}")
-        line = _nodes.queue(children)
+        line = _dialects.line_of_any(children)
         replies = yield Pipeline(tuple(GetData(f"{path}/{node.name}") for node in line))
         if any(isinstance(reply, ConnectionLossError) for reply in replies):
             continue
@@ -68,8 +72,12 @@ def list_contenders(path: str) -> Generator[Op, Any, list[Contender]]:
             for node, reply in zip(line, replies, strict=True)
             if isinstance(reply, NodeData)
         ]
-        present = [node for node, _ in read]
-        holding = {node.name for node in holders(present)}
+        vanished = {node.name for node, reply in zip(line, replies, strict=True)} - {
+            node.name for node, _ in read
+        }
+        holding = _layouts.holders(
+            (node for node, _ in read), (name for name in children if name not in vanished)
+        )
         found = [_contender(path, node, reply, node.name in holding) for node, reply in read]
         return sorted(found, key=lambda c: not c.holder)  # stable: line order kept
 
@@ -101,4 +109,5 @@ def _contender(path: str, node: _nodes.NodeName, reply: NodeData, holder: bool) 
         host=payload.host,
         pid=payload.pid,
         ephemeral=reply.stat.ephemeral_owner != 0,
+        layout=node.dialect,
     )

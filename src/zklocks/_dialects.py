@@ -209,6 +209,22 @@ def read_any(name: str) -> NodeName | None:
     return None
 
 
+def line_of_any(children: Iterable[str]) -> list[NodeName]:
+    """Every contender among ``children`` in any dialect, in creation order (the
+    sequence, one counter per parent whoever created the child), ours first on a tie."""
+    found = [node for node in map(read_any, children) if node is not None]
+    if not found:
+        return found
+    reference = found[0].sequence - (1 << 31)
+
+    def key(node: NodeName) -> tuple[int, str]:
+        if node.single:
+            return (-1, "")
+        return ((node.sequence - reference) % (1 << 32), node.name)
+
+    return sorted(found, key=key)
+
+
 def with_permits(node: NodeName, permits: int | None) -> NodeName:
     """``node`` knowing ``permits``: a Curator lease's name does not carry its count."""
     return node if node.permits is not None or permits is None else replace(node, permits=permits)

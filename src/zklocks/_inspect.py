@@ -17,7 +17,7 @@ from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from zklocks import _nodes
+from zklocks import _dialects, _layouts, _nodes
 from zklocks._contenders import Contender
 from zklocks._errors import LockError
 from zklocks._flow import access_denied
@@ -28,7 +28,7 @@ from zklocks._protocol.errors import (
     NoNodeError,
     ZooKeeperError,
 )
-from zklocks._strategies import Granted, Refused, WaitFor, decide
+from zklocks._strategies import Granted, Refused, WaitFor
 
 if TYPE_CHECKING:
     from zklocks._sync.client import Client
@@ -60,12 +60,16 @@ class Place:
 def line_up(contenders: Sequence[Contender]) -> list[Place]:
     """``contenders`` in line order, each with the nodes it watches (the watch chain)."""
     by_name = {c.node.rsplit("/", 1)[1]: c for c in contenders}
-    queue = _nodes.queue(by_name)
+    ours = _nodes.queue(by_name)
     places: list[Place] = []
-    for index, me in enumerate(queue, start=1):
+    # Each contender judged as its own layout judges it (a Curator or kazoo contender
+    # in its peer's line and rules); shown in creation order.
+    for index, me in enumerate(_dialects.line_of_any(by_name), start=1):
         contender = by_name[me.name]
         parent = contender.node.rsplit("/", 1)[0]
-        decision = decide(me, queue)
+        layout = _layouts.LAYOUTS[me.dialect]
+        line = ours if layout is _layouts.ZKLOCKS else layout.dialect.line_up_to(me, by_name)
+        decision = layout.rules.decide(me, line or [me])
         if isinstance(decision, WaitFor):
             places.append(Place(contender, index, tuple(f"{parent}/{n}" for n in decision.nodes)))
         elif isinstance(decision, Refused):
@@ -90,8 +94,8 @@ class LockSummary:
     @property
     def kind(self) -> str:
         """In words: "lock", "read/write", "semaphore(3)", "election", ..."""
-        if "lease" in self.kinds:
-            return f"semaphore({self.permits})"
+        if "lease" in self.kinds:  # a Curator lease does not say its permits
+            return "semaphore" if self.permits is None else f"semaphore({self.permits})"
         if "elect" in self.kinds:
             return "election"
         if set(self.kinds) & {"read", "write"}:
@@ -110,7 +114,7 @@ def walk_locks(root: str) -> Generator[Op, Any, list[LockSummary]]:
     into (contender nodes are ephemeral and have none). Each level is read in
     pipelined batches, so the walk costs about one round trip per level.
     """
-    found: list[tuple[str, list[_nodes.NodeName]]] = []
+    found: list[tuple[str, list[_nodes.NodeName], list[str]]] = []
     frontier = [root]
     while frontier:
         chunk, frontier = frontier[:BATCH], frontier[BATCH:]
@@ -127,17 +131,18 @@ def walk_locks(root: str) -> Generator[Op, Any, list[LockSummary]]:
                 continue  # another identity's locks (docs/security.md): not ours to show
             if not isinstance(reply, list):
                 raise LockError(f"cannot list {path}: {reply}")
-            line = _nodes.queue(reply)
+            line = _dialects.line_of_any(reply)
             if line:
-                found.append((path, line))
+                found.append((path, line, reply))
             contenders = {node.name for node in line}
             for child in sorted(reply):
                 below = _join(path, child)
                 if child not in contenders and below != RESERVED:
                     frontier.append(below)
     summaries = []
-    for path, line in sorted(found):
-        holding = [node for node in line if isinstance(decide(node, line), Granted)]
+    for path, line, children in sorted(found, key=lambda item: item[0]):
+        held = _layouts.holders(line, children)
+        holding = [node for node in line if node.name in held]
         tokens = yield from _tokens([f"{path}/{node.name}" for node in holding])
         permits = next((node.permits for node in line if node.permits), None)
         summaries.append(

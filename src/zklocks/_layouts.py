@@ -13,9 +13,10 @@ made, before any request.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
-from zklocks import _dialects, _strategies
+from zklocks import _dialects, _nodes, _strategies
 from zklocks._errors import InvalidArgument
 
 
@@ -67,3 +68,24 @@ def choose(name: object, kind: str, *, fair: bool = True) -> Layout:
             f"the {layout.name} layout has no one-node lock (fair=False): its locks queue"
         )
     return layout
+
+
+def holders(nodes: Iterable[_nodes.NodeName], children: Iterable[str]) -> set[str]:
+    """The names of ``nodes`` (read by ``_dialects.read_any``) that hold, each judged as
+    its own layout judges it: in its dialect's line of ``children``, by its rules.
+
+    For people (``contenders()``, ``zklocks status``): a path used by two layouts at once
+    can show two holders, because it has them.
+    """
+    names = list(children)
+    nodes = list(nodes)
+    ours = _nodes.queue(node.name for node in nodes if node.dialect == ZKLOCKS.name)
+    holding = {node.name for node in ZKLOCKS.rules.holders(ours)}
+    for node in nodes:
+        layout = LAYOUTS[node.dialect]
+        if layout is ZKLOCKS:
+            continue
+        line = layout.dialect.line_up_to(node, names)
+        if line is not None and isinstance(layout.rules.decide(node, line), _strategies.Granted):
+            holding.add(node.name)
+    return holding

@@ -128,6 +128,7 @@ class RunOptions:
     hosts: str
     connect_timeout: float
     security: Security = field(default_factory=Security)
+    layout: str = "zklocks"
 
 
 kill_after_option = click.option(
@@ -171,6 +172,14 @@ def exit_unless_runnable(command: tuple[str, ...]) -> None:
     help="Let up to N commands run at once.",
 )
 @click.option(
+    "--layout",
+    type=click.Choice(["zklocks", "curator", "kazoo"]),
+    default="zklocks",
+    show_default=True,
+    help="Whose queue to stand in: ours, Apache Curator's (InterProcessMutex, "
+    "ReadWriteLock, SemaphoreV2) or kazoo's (Lock, ReadLock/WriteLock). See docs/interop.md.",
+)
+@click.option(
     "--timeout",
     type=Seconds(allow_inf=True),
     metavar="SECONDS",
@@ -206,6 +215,7 @@ def run(
     read: bool,
     write: bool,
     permits: int | None,
+    layout: str,
     timeout: float | None,
     non_blocking: bool,
     identifier: str | None,
@@ -236,6 +246,8 @@ def run(
         raise click.UsageError("--semaphore cannot be combined with --read or --write")
     if non_blocking and timeout is not None:
         raise click.UsageError("--non-blocking and --timeout exclude each other")
+    if layout == "kazoo" and permits is not None:
+        raise click.UsageError("--layout kazoo has no semaphore (kazoo's is not offered)")
     if command:  # no command: we hold the lock ourselves
         exit_unless_runnable(command)
     kind = "semaphore" if permits is not None else mode or "lock"
@@ -253,6 +265,7 @@ def run(
         hosts=hosts,
         connect_timeout=connect_timeout,
         security=security,
+        layout=layout,
     )
     sys.exit(execute(options))
 
@@ -343,13 +356,15 @@ class _Run:
         o = self.options
         if o.kind == "semaphore":
             assert o.permits is not None
-            return self.client.semaphore(o.path, permits=o.permits, identifier=o.identifier)
+            return self.client.semaphore(
+                o.path, permits=o.permits, identifier=o.identifier, layout=o.layout
+            )
         if o.kind == "elect":  # zklocks elect: an election is a lock kind
             return self.client.election(o.path, identifier=o.identifier)
         if o.kind in ("read", "write"):
-            rw = self.client.read_write_lock(o.path, identifier=o.identifier)
+            rw = self.client.read_write_lock(o.path, identifier=o.identifier, layout=o.layout)
             return rw.read if o.kind == "read" else rw.write
-        return self.client.lock(o.path, identifier=o.identifier)
+        return self.client.lock(o.path, identifier=o.identifier, layout=o.layout)
 
     def run(self) -> int:
         lock = self._lock()

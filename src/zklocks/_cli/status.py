@@ -18,6 +18,7 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from zklocks import _dialects
 from zklocks._cli.common import (
     CONTEXT,
     EX_NOPERM,
@@ -89,6 +90,7 @@ def _entry(place: Place, now: dt.datetime) -> dict[str, Any]:
         "holder": c.holder,
         "node": c.node,
         "kind": c.kind,
+        "layout": c.layout,
         "sequence": c.sequence,
         "identifier": c.identifier,
         "host": c.host,
@@ -109,10 +111,19 @@ def _entry(place: Place, now: dt.datetime) -> dict[str, Any]:
 def _short(node: str) -> str:
     """``lock-<32 hex>-0000000007`` -> ``lock-…0007``: enough to tell nodes apart."""
     name = node.rsplit("/", 1)[1]
+    peer = _dialects.read_any(name)
+    if peer is not None and peer.dialect != "zklocks":  # Curator's, kazoo's
+        return f"{peer.dialect}:{peer.kind}-…{name[-4:]}"
     parts = name.split("-")
     if len(parts) >= 3 and parts[-1].lstrip("-").isdigit():
         return f"{parts[0]}-…{parts[-1][-4:]}"
     return name
+
+
+def _kind(entry: dict[str, Any]) -> str:
+    """The kind, and whose queue it stands in when that is not ours: "write (kazoo)"."""
+    layout = entry.get("layout", "zklocks")
+    return entry["kind"] if layout == "zklocks" else f"{entry['kind']} ({layout})"
 
 
 def render(state: dict[str, Any], *, observed_at: float | None = None) -> RenderableType:
@@ -163,7 +174,7 @@ def render(state: dict[str, Any], *, observed_at: float | None = None) -> Render
         table.add_row(
             str(entry["position"]),
             state_text,
-            text(entry["kind"]),
+            text(_kind(entry)),
             text(entry["identifier"]),
             text(entry["host"]),
             str(entry["pid"] or ""),
