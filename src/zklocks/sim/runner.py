@@ -17,8 +17,8 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from zklocks import _nodes
-from zklocks._strategies import Rules
+from zklocks._core import nodes as _nodes
+from zklocks._core.strategies import Rules
 from zklocks.sim.faults import FaultPlan, format_plan, random_plan
 from zklocks.sim.invariants import Violation
 from zklocks.sim.scenario import FAMILIES, scenario_for

@@ -51,7 +51,7 @@ class NodeName:
     attempt: str
     sequence: int
     permits: int | None = None
-    dialect: str = "zklocks"  # whose naming it follows (``zklocks._dialects``)
+    dialect: str = "zklocks"  # whose naming it follows (``zklocks._core.dialects``)
 
     @property
     def single(self) -> bool:

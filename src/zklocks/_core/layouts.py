@@ -1,7 +1,7 @@
 """Layouts: whose queue a lock stands in, as one value carried by its config and spec.
 
-A layout is a dialect (how nodes are named, read and ordered: ``zklocks._dialects``)
-with the rules of who blocks whom in that queue (``zklocks._strategies``), plus the
+A layout is a dialect (how nodes are named, read and ordered: ``zklocks._core.dialects``)
+with the rules of who blocks whom in that queue (``zklocks._core.strategies``), plus the
 kinds it has. ``layout="curator"`` makes a contender that Apache Curator's
 ``InterProcessMutex``, ``InterProcessReadWriteLock`` and ``InterProcessSemaphoreV2``
 treat as one of their own (and that treats them so); ``layout="kazoo"`` the same for
@@ -16,8 +16,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from zklocks import _dialects, _nodes, _strategies
-from zklocks._errors import InvalidArgument
+from zklocks._core import dialects as _dialects
+from zklocks._core import nodes as _nodes
+from zklocks._core import strategies as _strategies
+from zklocks._core.errors import InvalidArgument
 
 
 @dataclass(frozen=True, eq=False)

@@ -35,8 +35,8 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import replace
 
-from zklocks import _nodes
-from zklocks._nodes import NodeName
+from zklocks._core import nodes as _nodes
+from zklocks._core.nodes import NodeName
 
 
 class Dialect:
@@ -62,7 +62,7 @@ class Dialect:
 
 
 class ZklocksDialect(Dialect):
-    """Our own names (``zklocks._nodes``): the only dialect with a one-node lock."""
+    """Our own names (``zklocks._core.nodes``): the only dialect with a one-node lock."""
 
     name = "zklocks"
     kinds = frozenset(_nodes.KINDS)

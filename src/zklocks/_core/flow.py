@@ -2,7 +2,7 @@
 
 Theory of operation
 -------------------
-A flow yields an operation (``zklocks._ops``) and is resumed with its reply; the sync
+A flow yields an operation (``zklocks._core.ops``) and is resumed with its reply; the sync
 driver, the asyncio driver and the simulator run the same flows, so each rule below is
 written once and explored by the simulator under faults.
 
@@ -19,7 +19,7 @@ Queued kinds (fair lock, read, write, semaphore lease):
    client's ``acl`` is not open) the pipeline also reads the lock directory's ACL: a
    directory that grants more than asked is refused and our node deleted
    (``_check_directory``; docs/security.md).
-2. **Decide.** The spec's layout (``zklocks._layouts``) lines up the children as its
+2. **Decide.** The spec's layout (``zklocks._core.layouts``) lines up the children as its
    dialect does (ours: sequence numbers as integers ordered across the 32-bit wrap;
    Curator's and kazoo's: their own string orders), and its rules table says granted,
    or which nodes block us. In Curator's layout a semaphore is two queued acquires in a
@@ -69,9 +69,11 @@ from collections.abc import Generator
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeAlias, TypeVar
 
-from zklocks import _dialects, _layouts, _nodes
-from zklocks._errors import AccessDenied, ClientClosed, InvalidArgument, LockError, LockTimeout
-from zklocks._ops import (
+from zklocks._core import dialects as _dialects
+from zklocks._core import layouts as _layouts
+from zklocks._core import nodes as _nodes
+from zklocks._core.errors import AccessDenied, ClientClosed, InvalidArgument, LockError, LockTimeout
+from zklocks._core.ops import (
     TIMED_OUT,
     AwaitDeletion,
     Create,
@@ -90,6 +92,8 @@ from zklocks._ops import (
     SessionId,
     Stat,
 )
+from zklocks._core.security import AclPolicy, public_acl, weak_directory_message, weaker_entries
+from zklocks._core.strategies import Granted, Refused, WaitFor
 from zklocks._protocol.errors import (
     ClientClosedError,
     ConnectionLossError,
@@ -100,8 +104,6 @@ from zklocks._protocol.errors import (
     ZooKeeperError,
 )
 from zklocks._protocol.records import ACL
-from zklocks._security import AclPolicy, public_acl, weak_directory_message, weaker_entries
-from zklocks._strategies import Granted, Refused, WaitFor
 
 Flow: TypeAlias = Generator[Op, Any, Any]
 T = TypeVar("T")
@@ -563,9 +565,7 @@ def _create_parents(spec: AcquireSpec, *, retry: bool = False) -> Generator[Op, 
     A lost connection, an expired session (the next create uses the new one) or an
     ancestor container reaped meanwhile all mean: try the create again.
     """
-    reply = yield CreateParents(
-        spec.path, deadline=spec.deadline, retry=retry, acl=spec.node_acl
-    )
+    reply = yield CreateParents(spec.path, deadline=spec.deadline, retry=retry, acl=spec.node_acl)
     if reply is TIMED_OUT:
         raise LockTimeout(f"timed out waiting for a connection to lock {spec.path}")
     try_again = ConnectionLossError | SessionExpiredError | NoNodeError
