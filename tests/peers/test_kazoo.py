@@ -1,0 +1,173 @@
+"""zklocks with ``layout="kazoo"`` and kazoo 2.x's own recipes on one path: ``Lock``,
+``ReadLock`` and ``WriteLock`` (kazoo runs in threads of this process, on its own
+session)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from typing import Any
+
+import pytest
+from peers_support import WAIT, KazooContender, ZkContender, enqueue, step_through
+
+import zklocks
+from zklocks.server import ZooKeeperServer
+
+
+def add_one(kazoo: Any, counter: str) -> None:
+    value = int(kazoo.get(counter)[0] or b"0")
+    time.sleep(0.002)  # widen the window between read and write
+    kazoo.set(counter, str(value + 1).encode())
+
+
+def test_a_shared_counter_stays_exact_under_kazoo_and_zklocks_locks(
+    client: zklocks.Client, kazoo: Any, path: str
+) -> None:
+    counter = f"{path}-counter"
+    kazoo.create(counter, b"0", makepath=True)
+    rounds = 40
+    errors: list[BaseException] = []
+
+    def ours() -> None:
+        lock = client.lock(path, layout="kazoo")
+        try:
+            for _ in range(rounds):
+                with lock:
+                    add_one(kazoo, counter)
+        except BaseException as exc:
+            errors.append(exc)
+
+    def theirs() -> None:
+        lock = kazoo.Lock(path, "kazoo-thread")
+        try:
+            for _ in range(rounds):
+                with lock:
+                    add_one(kazoo, counter)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=f) for f in (ours, theirs, ours, theirs)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(WAIT * 4)
+    assert not errors
+    assert int(kazoo.get(counter)[0]) == 4 * rounds
+    assert kazoo.get_children(path) == []
+
+
+@pytest.mark.parametrize(
+    ("ours_side", "theirs_recipe"),
+    [("lock", "Lock"), ("write", "ReadLock"), ("read", "WriteLock"), ("write", "WriteLock")],
+)
+def test_a_holder_of_either_client_blocks_a_waiter_of_the_other(
+    client: zklocks.Client, kazoo: Any, path: str, ours_side: str, theirs_recipe: str
+) -> None:
+    from kazoo.exceptions import LockTimeout as KazooTimeout
+
+    if ours_side == "lock":
+        ours = client.lock(path, layout="kazoo")
+    else:
+        ours = getattr(client.read_write_lock(path, layout="kazoo"), ours_side)
+    theirs = getattr(kazoo, theirs_recipe)(path, "kazoo")
+    lease = ours.acquire(timeout=WAIT)
+    with pytest.raises(KazooTimeout):
+        theirs.acquire(timeout=0.5)
+    assert kazoo.get_children(path) == [lease.node.rsplit("/", 1)[1]]
+    ours.release()
+    assert theirs.acquire(timeout=WAIT)
+    with pytest.raises(zklocks.LockTimeout):
+        ours.acquire(timeout=0.5)
+    assert len(kazoo.get_children(path)) == 1  # our timed-out node is gone
+    theirs.release()
+    with ours:
+        pass
+    assert kazoo.get_children(path) == []
+
+
+def test_readers_of_both_clients_share(
+    zk_server: ZooKeeperServer, client: zklocks.Client, kazoo: Any, path: str
+) -> None:
+    ours = client.read_write_lock(path, layout="kazoo").read
+    theirs = kazoo.ReadLock(path, "kazoo")
+    with ours, zklocks.Client(zk_server.hosts) as other:
+        assert theirs.acquire(timeout=WAIT)
+        with pytest.raises(zklocks.LockTimeout):  # and both block a writer
+            other.read_write_lock(path, layout="kazoo").write.acquire(timeout=0.3)
+        theirs.release()
+    assert kazoo.get_children(path) == []
+
+
+def test_fifo_hand_off_through_a_queue_alternating_kazoo_and_zklocks(
+    client: zklocks.Client, kazoo: Any, path: str
+) -> None:
+    line: list[Any] = []
+    for i in range(3):
+        line.append(KazooContender(kazoo.Lock(path, f"k{i}"), f"k{i}"))
+        line.append(ZkContender(client.lock(path, layout="kazoo"), f"z{i}"))
+    enqueue(kazoo, path, line)
+    step_through([([c], line[i + 1 :]) for i, c in enumerate(line)])
+    assert kazoo.get_children(path) == []
+
+
+def test_read_write_timeline_with_kinds_alternating_between_clients(
+    client: zklocks.Client, kazoo: Any, path: str
+) -> None:
+    """R1 R2 R3 W4 W5 R6 W7: odd places zklocks, even places kazoo."""
+    line: list[Any] = []
+    for place, kind in enumerate("RRRWWRW", start=1):
+        side = "read" if kind == "R" else "write"
+        if place % 2:
+            rw = client.read_write_lock(path, layout="kazoo")
+            line.append(ZkContender(getattr(rw, side), f"{kind}{place}"))
+        else:
+            recipe = kazoo.ReadLock if side == "read" else kazoo.WriteLock
+            line.append(KazooContender(recipe(path, f"{kind}{place}"), f"{kind}{place}"))
+    enqueue(kazoo, path, line)
+    r1, r2, r3, w4, w5, r6, w7 = line
+    step_through(
+        [
+            ([r1, r2, r3], [w4, w5, r6, w7]),
+            ([w4], [w5, r6, w7]),
+            ([w5], [r6, w7]),
+            ([r6], [w7]),
+            ([w7], []),
+        ]
+    )
+    assert kazoo.get_children(path) == []
+
+
+def test_status_shows_a_mixed_kazoo_queue(
+    zk_server: ZooKeeperServer, client: zklocks.Client, kazoo: Any, path: str
+) -> None:
+    holder = kazoo.ReadLock(path, "kazoo-reader")
+    assert holder.acquire(timeout=WAIT)
+    ours = client.read_write_lock(path, layout="kazoo", identifier="py-reader").read
+    lease = ours.acquire(timeout=WAIT)
+    writer = KazooContender(kazoo.WriteLock(path, "kazoo-writer"), "w")
+    enqueue(kazoo, path, [writer])
+    result = subprocess.run(
+        [sys.executable, "-m", "zklocks", "status", path, "--json", "--hosts", zk_server.hosts],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    state = json.loads(result.stdout)
+    got = [(e["kind"], e["layout"], e["identifier"]) for e in state["holders"]]
+    assert got == [("read", "kazoo", "kazoo-reader"), ("read", "kazoo", "py-reader")]
+    (waiter,) = state["waiters"]
+    assert (waiter["kind"], waiter["layout"], waiter["identifier"]) == (
+        "write",
+        "kazoo",
+        "kazoo-writer",
+    )
+    assert waiter["waits_for"] == [lease.node]  # the nearest earlier node
+    holder.release()
+    ours.release()
+    assert writer.holds(WAIT)
+    writer.release()
