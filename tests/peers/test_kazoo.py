@@ -171,3 +171,27 @@ def test_status_shows_a_mixed_kazoo_queue(
     ours.release()
     assert writer.holds(WAIT)
     writer.release()
+
+
+def test_zklocks_run_takes_its_place_in_a_kazoo_queue(
+    zk_server: ZooKeeperServer, kazoo: Any, path: str
+) -> None:
+    def run(*options: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "zklocks", "run", "--hosts", zk_server.hosts, *options],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    theirs = kazoo.WriteLock(path, "kazoo")
+    assert theirs.acquire(timeout=WAIT)
+    blocked = run("--layout", "kazoo", "--read", "--timeout", "0.5", path, "--", "true")
+    assert blocked.returncode == 75, blocked.stderr
+    assert len(kazoo.get_children(path)) == 1
+    theirs.release()
+    done = run("--layout", "kazoo", "--read", path, "--", "true")
+    assert done.returncode == 0, done.stderr
+    refused = run("--layout", "kazoo", "--semaphore", "2", path, "--", "true")
+    assert refused.returncode == 2 and "no semaphore" in refused.stderr
+    assert kazoo.get_children(path) == []
