@@ -286,3 +286,28 @@ def test_status_shows_a_mixed_curator_queue(
     assert waiter.holds(WAIT)
     waiter.release()
     java.end("m2")
+
+
+def test_a_semaphore_v2_contender_that_gives_up_leaves_no_node_in_either_stage(
+    client: zklocks.Client, kazoo: Any, curator: Workers, path: str
+) -> None:
+    java = curator()
+    java.semaphore("s", path, 1)
+    assert java.acquire("s", WAIT)  # the only permit
+    ours = client.semaphore(path, permits=1, layout="curator")
+    with pytest.raises(zklocks.LockTimeout):  # waits in the lease stage, holding the mutex
+        ours.acquire(timeout=0.5)
+    assert ours.try_acquire() is None  # non-blocking: counts, deletes its lease, lets go
+    assert kazoo.get_children(f"{path}/locks") == []
+    assert len(kazoo.get_children(f"{path}/leases")) == 1  # Curator's lease only
+    java.mutex("m", f"{path}/locks")  # Curator's inner mutex is free for the next one
+    assert java.acquire("m", WAIT)
+    with pytest.raises(zklocks.LockTimeout):  # now we wait in the mutex stage
+        ours.acquire(timeout=0.5)
+    assert len(kazoo.get_children(f"{path}/locks")) == 1
+    assert len(kazoo.get_children(f"{path}/leases")) == 1
+    java.release("m")
+    java.release("s")
+    with ours:
+        assert java.acquire("s", 0.3) is False  # our lease is the only permit
+    assert kazoo.get_children(f"{path}/leases") == []

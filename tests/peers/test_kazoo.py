@@ -5,6 +5,7 @@ session)."""
 from __future__ import annotations
 
 import json
+import logging
 import subprocess
 import sys
 import threading
@@ -195,3 +196,14 @@ def test_zklocks_run_takes_its_place_in_a_kazoo_queue(
     refused = run("--layout", "kazoo", "--semaphore", "2", path, "--", "true")
     assert refused.returncode == 2 and "no semaphore" in refused.stderr
     assert kazoo.get_children(path) == []
+
+
+def test_the_waiting_log_gives_our_place_in_the_peers_line(
+    client: zklocks.Client, kazoo: Any, path: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    theirs = kazoo.WriteLock(path, "kazoo")
+    assert theirs.acquire(timeout=WAIT)
+    with caplog.at_level(logging.INFO, logger="zklocks.lock"), pytest.raises(zklocks.LockTimeout):
+        client.lock(path, layout="kazoo").acquire(timeout=0.3)
+    assert f"{path}: lock queued at position 2" in caplog.messages
+    theirs.release()

@@ -23,7 +23,7 @@ import weakref
 from collections.abc import Callable, Generator
 from typing import Any, Protocol
 
-from zklocks._core import nodes as _nodes
+from zklocks._core import dialects as _dialects
 from zklocks._core.errors import InvalidArgument, LockTimeout
 from zklocks._core.ops import AwaitDeletion, Created, Op, Pipeline
 from zklocks._vocabulary import SessionState
@@ -219,8 +219,8 @@ def _position(mine: tuple[str, list[str]] | None) -> int | None:
     if mine is None:
         return None
     node, children = mine
-    me = _nodes.parse(node.rsplit("/", 1)[1])
-    line = None if me is None else _nodes.line_up_to(me, children)
+    me = _dialects.read_any(node.rsplit("/", 1)[1])  # in whichever layout it was made
+    line = None if me is None else _dialects.DIALECTS[me.dialect].line_up_to(me, children)
     if me is None or line is None:
         return None
     for index, contender in enumerate(line):

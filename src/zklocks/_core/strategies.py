@@ -1,7 +1,8 @@
 """Who blocks whom: one pure rule per contender kind.
 
-``decide(me, queue)`` looks only at the contenders queued before ``me`` (``queue`` is in
-line order and contains ``me``) and answers:
+``decide(me, queue)`` looks at the contenders queued before ``me`` (``queue`` is in line
+order and contains ``me``; only SemaphoreV2's count looks at the whole directory) and
+answers:
 
 * ``Granted``: ``me`` holds.
 * ``WaitFor(nodes)``: ``me`` may not hold while *all* of ``nodes`` exist; wake when one
