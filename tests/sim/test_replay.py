@@ -120,11 +120,8 @@ def test_a_failure_names_seed_plan_and_replay_command() -> None:
     # the command line replays it (with the same bug planted) and exits 1, same violation
     plant = (
         f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); "
-        "import zklocks._core.layouts as layouts; from zklocks._core.nodes import KINDS; "
-        "from zklocks._core.strategies import Rules; "
         "from test_planted_bugs import read_watches_later_writer as bug; "
-        "layouts.ZKLOCKS = layouts.ZKLOCKS.with_rules(Rules.everywhere('bug', bug, KINDS)); "
-        "from zklocks.sim.__main__ import main; sys.exit(main(sys.argv[1:]))"
+        "from zklocks.sim.__main__ import main; sys.exit(main(sys.argv[1:], decide=bug))"
     )
     done = subprocess.run(
         [sys.executable, "-c", plant, "--seed", str(seed), "--plan", plan],

@@ -28,11 +28,14 @@ from zklocks.sim.runner import (
     replay,
 )
 from zklocks.sim.scenario import FAMILIES, MORE_FAMILIES
+from zklocks.sim.scheduler import DecideFn
 
 CHUNK = 500
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, *, decide: DecideFn | None = None) -> int:
+    """The command line; ``decide`` replays with a planted strategy (for a test that
+    checks a failure's replay command reproduces it)."""
     quiet_simulated_clients()
     parser = argparse.ArgumentParser(prog="python -m zklocks.sim", description=__doc__)
     parser.add_argument("--schedules", type=int, default=10_000, help="how many seeds to run")
@@ -48,6 +51,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"also: {','.join(MORE_FAMILIES)})",
     )
     parser.add_argument(
+        "--layout",
+        choices=("zklocks", "curator", "kazoo"),
+        default="zklocks",
+        help="whose queue the contenders stand in (a peer's: mutex and rw scenarios only)",
+    )
+    parser.add_argument(
         "--strict", action="store_true", help="fail on known, already reported issues too"
     )
     args = parser.parse_args(argv)
@@ -55,18 +64,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     unknown = set(families) - set(FAMILIES + MORE_FAMILIES)
     if unknown:
         parser.error(f"unknown families {sorted(unknown)}; choose from {FAMILIES + MORE_FAMILIES}")
-    options = Options(families=families)
+    options = Options(families=families, layout=args.layout)
     if args.seed is not None:
-        return _replay(args.seed, args.plan, args.trace, options)
+        return _replay(args.seed, args.plan, args.trace, options, decide)
     known = () if args.strict else KNOWN_ISSUES
     return _explore(args.start, args.schedules, max(1, args.workers), options, known)
 
 
-def _replay(seed: int, plan_text: str | None, trace: bool, options: Options) -> int:
+def _replay(
+    seed: int, plan_text: str | None, trace: bool, options: Options, decide: DecideFn | None
+) -> int:
     plan = plan_for(seed, options) if plan_text is None else parse_plan(plan_text)
     print(f"seed {seed}, plan: {format_plan(plan) or '(none)'}")
     try:
-        result = replay(seed, plan, trace=trace, options=options)
+        result = replay(seed, plan, trace=trace, options=options, decide=decide)
     except SimulationFailure as failure:
         if trace:
             print("\n".join(failure.trace))

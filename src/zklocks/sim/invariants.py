@@ -1,7 +1,8 @@
 """What must hold after every step of a simulated schedule, and at its end.
 
-Judged against the *true* rules (``zklocks._core.strategies.decide`` imported here, so a
-strategy planted into the flows cannot vouch for itself) and the model's ground truth.
+Judged against the *true* rules (the scenario's layout's table, ``zklocks._core.layouts``,
+looked up here, so a strategy planted into the flows cannot vouch for itself) and the
+model's ground truth.
 
 After every step
   * **Holders**: among holders whose lease is not lost, never two exclusive holders
@@ -48,8 +49,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from zklocks._core import layouts as _layouts
 from zklocks._core import nodes as _nodes
-from zklocks._core.strategies import Granted, decide
+from zklocks._core.strategies import Granted
 
 if TYPE_CHECKING:
     from zklocks._core.flow import AcquireSpec
@@ -72,16 +74,27 @@ class Checker:
         self._queue_key = -1
         self._queue: list[_nodes.NodeName] = []
         self._tops: dict[str, int] = {}  # multi: the top token of each further path
+        # the true rules of the scenario's layout (never a planted bug's)
+        self.layout = _layouts.LAYOUTS[sim.scenario.layout]
+        self.rules = self.layout.rules
 
     def queue(self, path: str | None = None) -> list[_nodes.NodeName]:
         """The server's line under a lock path now (the main path's cached per change)."""
         model = self.sim.model
         if path is not None and path != self.scenario.path:
-            return _nodes.queue(model.children_of(path))  # multi's further path
+            return self._line(model.children_of(path))  # multi's further path
         if self._queue_key != model.writes:
-            self._queue = _nodes.queue(model.children_of(self.scenario.path))
+            self._queue = self._line(model.children_of(self.scenario.path))
             self._queue_key = model.writes
         return self._queue
+
+    def _line(self, children: list[str]) -> list[_nodes.NodeName]:
+        """The line in the layout's own order (a peer's: as its contenders see it)."""
+        if self.layout is _layouts.ZKLOCKS:
+            return _nodes.queue(children)
+        dialect = self.layout.dialect
+        first = next((n for n in map(dialect.read, children) if n is not None), None)
+        return [] if first is None else dialect.line_up_to(first, children) or []
 
     # -- after every step -------------------------------------------------------------
 
@@ -165,7 +178,7 @@ class Checker:
         me = next((node for node in line if node.attempt == client.attempt), None)
         if me is None:
             return  # our node is gone: the waiter will start over
-        if isinstance(decide(me, line), Granted):
+        if isinstance(self.rules.decide(me, line), Granted):
             raise Violation(
                 f"missed wake-up: {client} may hold {me.name} but sleeps on "
                 f"{[p.rsplit('/', 1)[1] for p in client.awaiting]}, which all still exist; "
@@ -191,7 +204,7 @@ class Checker:
             line = self._line_of_claims(spec.path)
             name = holding.node.rsplit("/", 1)[1]
             me = next(n for n in line if n.name == name)
-            if not isinstance(decide(me, line), Granted):
+            if not isinstance(self.rules.decide(me, line), Granted):
                 raise Violation(
                     f"{client} was granted {name} out of turn; the line is {[n.name for n in line]}"
                 )

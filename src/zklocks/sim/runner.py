@@ -32,15 +32,20 @@ class Options:
     """How schedules are drawn (what a replay needs besides the seed and the plan).
 
     ``families``: the lock kinds scenarios are drawn from (a seed's scenario depends on
-    it, so a replay must use the same).
+    it, so a replay must use the same). ``layout``: whose queue the contenders stand in
+    (``zklocks._core.layouts``): ours, Curator's or kazoo's.
     """
 
     families: tuple[str, ...] = FAMILIES
+    layout: str = "zklocks"
 
     def command_line(self) -> str:
+        words = ""
         if self.families != FAMILIES:
-            return f" --families {','.join(self.families)}"
-        return ""
+            words += f" --families {','.join(self.families)}"
+        if self.layout != "zklocks":
+            words += f" --layout {self.layout}"
+        return words
 
 
 DEFAULT = Options()
@@ -181,7 +186,7 @@ class ExploreStats:
 
 def plan_for(seed: int, options: Options = DEFAULT) -> FaultPlan:
     """The fault plan a seed draws when none is given."""
-    scenario = scenario_for(seed, families=options.families)
+    scenario = scenario_for(seed, families=options.families, layout=options.layout)
     rng = random.Random(seed * 4 + 1)
     return random_plan(
         rng,
@@ -248,7 +253,13 @@ def _run(
 ) -> RunResult:
     rules = None if decide is None else Rules.everywhere("planted", decide, _nodes.KINDS)
     sim = Simulation(
-        seed, plan, trace=trace, families=options.families, acquire=acquire, rules=rules
+        seed,
+        plan,
+        trace=trace,
+        families=options.families,
+        acquire=acquire,
+        rules=rules,
+        layout=options.layout,
     )
     try:
         sim.run()

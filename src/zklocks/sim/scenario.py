@@ -26,6 +26,11 @@ MORE_FAMILIES = ("election", "multi")
 election: candidates campaign and resign (at most one leader; no candidate stuck);
 multi: each cycle takes two fair locks as one multi-lock, given in a random order."""
 
+LAYOUT_FAMILIES = ("mutex", "rw")
+"""What a peer's layout (``layout="curator"`` or ``"kazoo"``) is explored with: its mutex
+and its read/write lock, on a lock path whose counter is far from the wrap (the peers
+compare sequence suffixes as text, which is right only before it)."""
+
 LOCK_PATH = "/locks/x"
 MULTI_PATHS = (LOCK_PATH, "/locks/y")
 
@@ -58,6 +63,7 @@ class Scenario:
     start_cversion: int | None  # lock path pre-made (persistent) with this child counter
     shuffle_children: bool  # getChildren answers in a shuffled order, as a HashSet would
     paths: tuple[str, ...] = ()  # multi: every lock path (``path`` is the first)
+    layout: str = "zklocks"  # whose queue every contender stands in
 
     @property
     def lock_paths(self) -> tuple[str, ...]:
@@ -76,8 +82,13 @@ class Scenario:
         return 0.2 + busiest * len(self.clients) / 2
 
 
-def scenario_for(seed: int, *, families: tuple[str, ...] = FAMILIES) -> Scenario:
-    """The scenario of a seed (``families`` narrows the lock kinds drawn)."""
+def scenario_for(
+    seed: int, *, families: tuple[str, ...] = FAMILIES, layout: str = "zklocks"
+) -> Scenario:
+    """The scenario of a seed (``families`` narrows the lock kinds drawn; a peer's
+    ``layout`` keeps only its ``LAYOUT_FAMILIES``)."""
+    if layout != "zklocks":
+        families = tuple(f for f in families if f in LAYOUT_FAMILIES) or ("mutex",)
     rng = random.Random(seed * 4)
     drawn = tuple(f for f in families if f != "mixed") or ("mutex",)
     family = drawn[rng.randrange(len(drawn))]
@@ -102,9 +113,10 @@ def scenario_for(seed: int, *, families: tuple[str, ...] = FAMILIES) -> Scenario
         path=LOCK_PATH,
         permits=permits,
         clients=tuple(clients),
-        start_cversion=start_cversion,
+        start_cversion=start_cversion if layout == "zklocks" else None,
         shuffle_children=shuffle_children,
         paths=MULTI_PATHS if family == "multi" else (),
+        layout=layout,
     )
 
 

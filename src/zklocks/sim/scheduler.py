@@ -541,14 +541,16 @@ class Simulation:
         max_steps: int = MAX_STEPS,
         acquire: AcquireFn | None = None,
         rules: Rules | None = None,
+        layout: str = "zklocks",
     ) -> None:
         self.seed = seed
         self.plan = plan
         self.acquire_flow: AcquireFn = acquire or _flow.acquire
-        # The rules every contender decides by: ours, or a test's (to plant a bug), passed
-        # to the flow in each spec.
-        self.layout = _layouts.ZKLOCKS if rules is None else _layouts.ZKLOCKS.with_rules(rules)
-        self.scenario: Scenario = scenario_for(seed, families=families)
+        # Whose queue every contender stands in, and the rules it decides by: the
+        # layout's, or a test's (to plant a bug); passed to the flow in each spec.
+        chosen = _layouts.LAYOUTS[layout]
+        self.layout = chosen if rules is None else chosen.with_rules(rules)
+        self.scenario: Scenario = scenario_for(seed, families=families, layout=layout)
         self.rng = random.Random(seed * 4 + 2)
         self.tokens = random.Random(seed * 4 + 3)
         self.model = Model()
