@@ -1,0 +1,113 @@
+"""The acquire flow in the peers' layouts, stepped by hand: the peer's names, its line,
+protected create by the peer's attempt token, and SemaphoreV2's two stages."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from flow_support import ATTEMPT, PATH, SESSION, Stepper, spec
+from zklocks._core import layouts
+from zklocks._core.errors import LockTimeout
+from zklocks._core.flow import Acquired, acquire
+from zklocks._core.ops import (
+    TIMED_OUT,
+    AwaitDeletion,
+    Created,
+    Delete,
+    Exists,
+    GetChildren,
+    Pipeline,
+    SessionId,
+    Stat,
+)
+from zklocks._protocol.errors import ConnectionLossError
+
+UUID = str(uuid.UUID(hex=ATTEMPT))
+OTHER_UUID = str(uuid.uuid4())
+
+
+def ours(seq: int, marker: str = "lock-") -> str:
+    return f"_c_{UUID}-{marker}{seq:010d}"
+
+
+def curators(seq: int, marker: str = "lock-") -> str:
+    return f"_c_{OTHER_UUID}-{marker}{seq:010d}"
+
+
+def made(path: str, czxid: int = 100) -> Created:
+    return Created(path, Stat(czxid=czxid, ephemeral_owner=SESSION))
+
+
+def test_curator_layout_creates_curators_name_and_waits_in_curators_line() -> None:
+    s = Stepper(acquire(spec(layout=layouts.CURATOR)))
+    kazoo_node = f"{'f' * 32}__lock__0000000001"  # Curator sorts it last: not ahead of us
+    op = s.expect(Pipeline, (made(f"{PATH}/{ours(3)}"), [curators(2), ours(3), kazoo_node]))
+    assert op.requests[0].path == f"{PATH}/_c_{UUID}-lock-"
+    wait = s.expect(AwaitDeletion, TIMED_OUT)
+    assert wait.nodes == (f"{PATH}/{curators(2)}",)
+    with pytest.raises(LockTimeout):
+        s.expect(Delete, None)  # timed out: our node goes, then the error
+
+
+def test_curator_layout_finds_its_node_by_its_uuid_after_a_lost_create() -> None:
+    s = Stepper(acquire(spec(layout=layouts.CURATOR)))
+    s.expect(Pipeline, (ConnectionLossError(), ConnectionLossError()))
+    s.expect(GetChildren, [curators(1), ours(2)])
+    s.expect(Exists, Stat(czxid=9, ephemeral_owner=SESSION))
+    s.expect(SessionId, SESSION)
+    wait = s.expect(AwaitDeletion, TIMED_OUT)  # adopted; curators(1) is ahead of it
+    assert wait.nodes == (f"{PATH}/{curators(1)}",)
+    assert s.op.path == f"{PATH}/{ours(2)}"  # timed out: the adopted node is deleted
+    with pytest.raises(LockTimeout):
+        s.expect(Delete, None)
+
+
+def test_kazoo_layout_names_and_orders_as_kazoo() -> None:
+    s = Stepper(acquire(spec(layout=layouts.KAZOO, kind="read")))
+    theirs_write = f"{'e' * 32}__lock__0000000004"
+    mine = f"{ATTEMPT}__rlock__0000000005"
+    reader = f"{'d' * 32}__rlock__0000000001"
+    op = s.expect(Pipeline, (made(f"{PATH}/{mine}"), [mine, theirs_write, reader]))
+    assert op.requests[0].path == f"{PATH}/{ATTEMPT}__rlock__"
+    wait = s.expect(AwaitDeletion, TIMED_OUT)
+    assert wait.nodes == (f"{PATH}/{theirs_write}",)  # the nearest earlier __lock__
+    with pytest.raises(LockTimeout):
+        s.expect(Delete, None)
+
+
+@pytest.mark.parametrize("blocking", [True, False])
+def test_semaphore_v2_holds_the_mutex_while_it_waits_and_deletes_both_on_the_way_out(
+    blocking: bool,
+) -> None:
+    s = Stepper(acquire(spec(layout=layouts.CURATOR, kind="lease", permits=1, blocking=blocking)))
+    # stage 1: the mutex at path/locks
+    op = s.expect(Pipeline, (made(f"{PATH}/locks/{ours(0)}", 5), [ours(0)]))
+    assert op.requests[0].path == f"{PATH}/locks/_c_{UUID}-lock-"
+    # stage 2: the lease, counted with every child of path/leases
+    lease, held = ours(7, "lease-"), curators(6, "lease-")
+    op = s.expect(Pipeline, (made(f"{PATH}/leases/{lease}", 8), [held, lease]))
+    assert op.requests[0].path == f"{PATH}/leases/_c_{UUID}-lease-"
+    if blocking:
+        wait = s.expect(AwaitDeletion, TIMED_OUT)  # waiting, still holding the mutex
+        assert wait.nodes == (f"{PATH}/leases/{held}",)
+    first = s.expect(Delete, None)
+    assert first.path == f"{PATH}/leases/{lease}"
+    assert isinstance(s.op, Delete) and s.op.path == f"{PATH}/locks/{ours(0)}"  # then the mutex
+    if blocking:
+        with pytest.raises(LockTimeout):
+            s.expect(Delete, None)
+    else:
+        s.expect(Delete, None)
+        assert s.done and s.result is None
+
+
+def test_semaphore_v2_grant_is_the_lease_node_and_lets_the_mutex_go() -> None:
+    s = Stepper(acquire(spec(layout=layouts.CURATOR, kind="lease", permits=2)))
+    s.expect(Pipeline, (made(f"{PATH}/locks/{ours(0)}", 5), [ours(0)]))
+    lease = ours(7, "lease-")
+    s.expect(Pipeline, (made(f"{PATH}/leases/{lease}", 8), [curators(6, "lease-"), lease]))
+    op = s.expect(Delete, None)
+    assert op.path == f"{PATH}/locks/{ours(0)}"
+    assert s.done and s.result == Acquired(f"{PATH}/leases/{lease}", 8, SESSION)
