@@ -130,6 +130,11 @@ class RunOptions:
     security: Security = field(default_factory=Security)
     layout: str = "zklocks"
 
+    @property
+    def held(self) -> str:
+        """What the lease gives, in words: the lock on PATH, or leadership of PATH."""
+        return f"leadership of {self.path}" if self.kind == "elect" else f"the lock on {self.path}"
+
 
 kill_after_option = click.option(
     "--kill-after",
@@ -390,7 +395,7 @@ class _Run:
             if self.options.command:
                 status = self._run_command(lease)
             else:
-                status = hold(self.options.path, lease, STOP_SIGNALS)
+                status = hold(self.options.path, lease, STOP_SIGNALS, held=self.options.held)
         finally:
             self._release(lock)
         return status
@@ -505,7 +510,7 @@ class _Run:
                 lost_seen = True
                 ours = EX_LOST
                 note(
-                    f"lost the lock on {self.options.path} while the command ran "
+                    f"lost {self.options.held} while the command ran "
                     f"({lease.lost_reason}); stopping it with SIGTERM"
                 )
                 self._signal(signal.SIGTERM)
@@ -532,7 +537,7 @@ class _Run:
             lost_seen = True
             ours = EX_LOST
             note(
-                f"lost the lock on {self.options.path} while the command ran "
+                f"lost {self.options.held} while the command ran "
                 f"({lease.lost_reason}); it exited with status {status} meanwhile"
             )
         if lost_seen and not self.foreground:
