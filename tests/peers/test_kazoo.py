@@ -168,6 +168,16 @@ def test_status_shows_a_mixed_kazoo_queue(
         "kazoo-writer",
     )
     assert waiter["waits_for"] == [lease.node]  # the nearest earlier node
+    listed = subprocess.run(
+        [sys.executable, "-m", "zklocks", "ls", path, "--json", "--hosts", zk_server.hosts],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert listed.returncode == 0, listed.stderr
+    (summary,) = json.loads(listed.stdout)
+    assert (summary["path"], summary["kind"]) == (path, "read/write")
+    assert (summary["holders"], summary["waiters"]) == (2, 1)
     holder.release()
     ours.release()
     assert writer.holds(WAIT)
