@@ -22,7 +22,7 @@ from zklocks._core.ops import (
     SessionId,
     Stat,
 )
-from zklocks._protocol.errors import ConnectionLossError
+from zklocks._protocol.errors import ConnectionLossError, SessionExpiredError
 
 UUID = str(uuid.UUID(hex=ATTEMPT))
 OTHER_UUID = str(uuid.uuid4())
@@ -111,3 +111,20 @@ def test_semaphore_v2_grant_is_the_lease_node_and_lets_the_mutex_go() -> None:
     op = s.expect(Delete, None)
     assert op.path == f"{PATH}/locks/{ours(0)}"
     assert s.done and s.result == Acquired(f"{PATH}/leases/{lease}", 8, SESSION)
+
+
+def test_semaphore_v2_whose_lease_goes_while_waiting_starts_over_from_the_mutex() -> None:
+    """Never a second lease node beside the mutex holder's: both would wait for ever."""
+    s = Stepper(acquire(spec(layout=layouts.CURATOR, kind="lease", permits=1)))
+    s.expect(Pipeline, (made(f"{PATH}/locks/{ours(0)}", 5), [ours(0)]))
+    lease, held = ours(7, "lease-"), curators(6, "lease-")
+    s.expect(Pipeline, (made(f"{PATH}/leases/{lease}", 8), [held, lease]))
+    s.expect(AwaitDeletion, SessionExpiredError())  # the session (and both nodes) went
+    gone = s.expect(Delete, SessionExpiredError())
+    assert gone.path == f"{PATH}/locks/{ours(0)}"
+    op = s.expect(Pipeline, (made(f"{PATH}/locks/{ours(9)}", 12), [curators(8), ours(9)]))
+    assert op.requests[0].path == f"{PATH}/locks/_c_{UUID}-lock-"  # the mutex first
+    wait = s.expect(AwaitDeletion, TIMED_OUT)
+    assert wait.nodes == (f"{PATH}/locks/{curators(8)}",)
+    with pytest.raises(LockTimeout):
+        s.expect(Delete, None)

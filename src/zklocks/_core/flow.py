@@ -163,7 +163,8 @@ def acquire(spec: AcquireSpec) -> Generator[Op, Any, Acquired | None]:
         return (yield from _acquire_single_node(spec))
     if spec.kind == "lease" and spec.layout.two_stage_semaphore:
         return (yield from _acquire_two_stages(spec))
-    return (yield from _acquire_queued(spec))
+    acquired: Acquired | None = yield from _acquire_queued(spec)
+    return acquired
 
 
 def release(node: str, token: int, owner: int = 0) -> Generator[Op, Any, bool]:
@@ -187,14 +188,16 @@ def release(node: str, token: int, owner: int = 0) -> Generator[Op, Any, bool]:
 # -- queued kinds ---------------------------------------------------------------------
 
 
-def _acquire_queued(spec: AcquireSpec) -> Generator[Op, Any, Acquired | None]:
+def _acquire_queued(spec: AcquireSpec, *, rejoin: bool = True) -> Generator[Op, Any, Any]:
+    """``Acquired`` or ``None``; with ``rejoin=False``, ``_START_OVER`` instead of joining
+    the line again when our node is gone (the caller starts over from further back)."""
     attempt = _Attempt()
     try:
         while True:
             created = yield from _protected_create(spec, attempt)
             outcome = yield from _wait_in_line(spec, created, attempt)
-            if outcome is not _START_OVER:
-                return outcome  # type: ignore[return-value]
+            if outcome is not _START_OVER or not rejoin:
+                return outcome
             attempt.node = None
     except BaseException:
         yield from _shielded(_cleanup(spec, attempt))
@@ -214,18 +217,25 @@ def _acquire_two_stages(spec: AcquireSpec) -> Generator[Op, Any, Acquired | None
     count at a time. The grant is the lease node: its deletion is the lease's loss, its
     creation zxid the fencing token. Every way out deletes the lease node (the queued
     flow does) and then the mutex node.
+
+    If our lease node goes while we wait (our session expired, or someone deleted it),
+    we start over from the mutex, never from the lease alone: a second lease node
+    waiting beside the mutex holder's would keep the count above N for both of them.
     """
     mutex = replace(spec, path=f"{spec.path}/locks", kind="lock", permits=None)
-    held = yield from _acquire_queued(mutex)
-    if held is None:
-        return None  # non-blocking, and the mutex is busy
-    try:
-        granted = yield from _acquire_queued(replace(spec, path=f"{spec.path}/leases"))
-    except BaseException:
+    lease = replace(spec, path=f"{spec.path}/leases")
+    while True:
+        held: Acquired | None = yield from _acquire_queued(mutex)
+        if held is None:
+            return None  # non-blocking, and the mutex is busy
+        try:
+            granted = yield from _acquire_queued(lease, rejoin=False)
+        except BaseException:
+            yield from _shielded(_delete(held.node))
+            raise
         yield from _shielded(_delete(held.node))
-        raise
-    yield from _shielded(_delete(held.node))
-    return granted
+        if granted is not _START_OVER:
+            return granted  # type: ignore[no-any-return]
 
 
 def _protected_create(spec: AcquireSpec, attempt: _Attempt) -> Generator[Op, Any, Created]:
