@@ -22,7 +22,7 @@ from zklocks._core.ops import (
     SessionId,
     Stat,
 )
-from zklocks._protocol.errors import ConnectionLossError, SessionExpiredError
+from zklocks._protocol.errors import ConnectionLossError, NoNodeError, SessionExpiredError
 
 UUID = str(uuid.UUID(hex=ATTEMPT))
 OTHER_UUID = str(uuid.uuid4())
@@ -110,7 +110,24 @@ def test_semaphore_v2_grant_is_the_lease_node_and_lets_the_mutex_go() -> None:
     s.expect(Pipeline, (made(f"{PATH}/leases/{lease}", 8), [curators(6, "lease-"), lease]))
     op = s.expect(Delete, None)
     assert op.path == f"{PATH}/locks/{ours(0)}"
+    s.expect(SessionId, SESSION)  # still the session of the lease node
     assert s.done and s.result == Acquired(f"{PATH}/leases/{lease}", 8, SESSION)
+
+
+def test_semaphore_v2_whose_session_ends_while_it_lets_the_mutex_go_starts_over() -> None:
+    s = Stepper(acquire(spec(layout=layouts.CURATOR, kind="lease", permits=2)))
+    s.expect(Pipeline, (made(f"{PATH}/locks/{ours(0)}", 5), [ours(0)]))
+    lease = ours(7, "lease-")
+    s.expect(Pipeline, (made(f"{PATH}/leases/{lease}", 8), [lease]))
+    s.expect(Delete, ConnectionLossError())  # the reply is lost; meanwhile the session ends
+    s.expect(Delete, NoNodeError())  # gone with it
+    s.expect(SessionId, SESSION + 1)  # a new session: our lease node is gone too
+    op = s.expect(Pipeline, (made(f"{PATH}/locks/{ours(9)}", 12), [ours(9)]))
+    assert op.requests[0].path == f"{PATH}/locks/_c_{UUID}-lock-"  # from the mutex again
+    s.expect(Pipeline, (made(f"{PATH}/leases/{ours(10, 'lease-')}", 13), [ours(10, "lease-")]))
+    s.expect(Delete, None)
+    s.expect(SessionId, SESSION)
+    assert s.done and s.result.token == 13
 
 
 def test_semaphore_v2_whose_lease_goes_while_waiting_starts_over_from_the_mutex() -> None:

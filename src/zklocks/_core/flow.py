@@ -221,6 +221,8 @@ def _acquire_two_stages(spec: AcquireSpec) -> Generator[Op, Any, Acquired | None
     If our lease node goes while we wait (our session expired, or someone deleted it),
     we start over from the mutex, never from the lease alone: a second lease node
     waiting beside the mutex holder's would keep the count above N for both of them.
+    So we do if our session ends while we delete the mutex node after the grant (a
+    grant rests on our node existing, and an expired session took it).
     """
     mutex = replace(spec, path=f"{spec.path}/locks", kind="lock", permits=None)
     lease = replace(spec, path=f"{spec.path}/leases")
@@ -233,7 +235,16 @@ def _acquire_two_stages(spec: AcquireSpec) -> Generator[Op, Any, Acquired | None
         except BaseException:
             yield from _shielded(_delete(held.node))
             raise
-        yield from _shielded(_delete(held.node))
+        try:
+            yield from _shielded(_delete(held.node))
+            # Did our session end while we let the mutex go? The lease went with it.
+            ended = isinstance(granted, Acquired) and (yield SessionId()) != granted.owner
+        except BaseException:  # interrupted meanwhile: the caller never gets the grant
+            if isinstance(granted, Acquired):
+                yield from _shielded(_delete(granted.node))
+            raise
+        if ended:
+            continue
         if granted is not _START_OVER:
             return granted  # type: ignore[no-any-return]
 

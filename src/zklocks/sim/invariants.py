@@ -49,6 +49,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from zklocks._core import dialects as _dialects
 from zklocks._core import layouts as _layouts
 from zklocks._core import nodes as _nodes
 from zklocks._core.strategies import Granted
@@ -174,10 +175,11 @@ class Checker:
         for path in client.awaiting:
             if path not in nodes:
                 return  # a deletion is on its way to the waiter
-        line = self.queue(client.awaiting[0].rsplit("/", 1)[0] if self.scenario.paths else None)
+        line = self.queue(client.awaiting[0].rsplit("/", 1)[0])  # where it waits
         me = next((node for node in line if node.attempt == client.attempt), None)
         if me is None:
             return  # our node is gone: the waiter will start over
+        me = _dialects.with_permits(me, self.scenario.permits)  # a Curator lease's name lacks N
         if isinstance(self.rules.decide(me, line), Granted):
             raise Violation(
                 f"missed wake-up: {client} may hold {me.name} but sleeps on "
@@ -201,9 +203,13 @@ class Checker:
         if holding.token != node.czxid:
             raise Violation(f"{client}: token {holding.token} is not czxid {node.czxid}")
         if spec.fair:
-            line = self._line_of_claims(spec.path)
-            name = holding.node.rsplit("/", 1)[1]
-            me = next(n for n in line if n.name == name)
+            directory, name = holding.node.rsplit("/", 1)  # SemaphoreV2: path/leases
+            line = self._line_of_claims(directory)
+            me = _dialects.with_permits(next(n for n in line if n.name == name), spec.permits)
+            if directory != spec.path:
+                # SemaphoreV2 counts newer leases too, but a newer one can only have been
+                # made after our decision (after we let the mutex go): judge without them.
+                line = [n for n in line if n.sequence <= me.sequence]
             if not isinstance(self.rules.decide(me, line), Granted):
                 raise Violation(
                     f"{client} was granted {name} out of turn; the line is {[n.name for n in line]}"
@@ -266,9 +272,21 @@ class Checker:
             how = f"interrupted at {client.interrupted_at}" if client.interrupted else result
             raise Violation(f"{client}: acquire ended ({how}) but left {left} behind")
 
+    def _directories(self, path: str | None = None) -> tuple[str, ...]:
+        """Where contenders' nodes are: each lock path, or SemaphoreV2's two directories."""
+        paths = self.scenario.lock_paths if path is None else (path,)
+        if self.scenario.family == "semaphore" and self.layout.two_stage_semaphore:
+            return tuple(f"{p}/{stage}" for p in paths for stage in ("locks", "leases"))
+        return paths
+
     def _nodes_of_attempt(self, spec: AcquireSpec) -> list[str]:
         if spec.fair:
-            return [n.name for n in self.queue(spec.path) if n.attempt == spec.attempt]
+            return [
+                n.name
+                for path in self._directories(spec.path)
+                for n in self.queue(path)
+                if n.attempt == spec.attempt
+            ]
         node = self.sim.model.nodes.get(f"{spec.path}/{_nodes.SINGLE_NODE}")
         if node is not None and _nodes.decode_payload(node.data).attempt == spec.attempt:
             return [_nodes.SINGLE_NODE]
@@ -299,7 +317,7 @@ class Checker:
                 + "; ".join(self._stuck(client) for client in stuck)
                 + f"; the line is {[n.name for n in self.queue()]}"
             )
-        for path in self.scenario.lock_paths:
+        for path in self._directories():
             left = sim.model.children_of(path)
             if left:
                 owners = {

@@ -26,9 +26,9 @@ MORE_FAMILIES = ("election", "multi")
 election: candidates campaign and resign (at most one leader; no candidate stuck);
 multi: each cycle takes two fair locks as one multi-lock, given in a random order."""
 
-LAYOUT_FAMILIES = ("mutex", "rw")
-"""What a peer's layout (``layout="curator"`` or ``"kazoo"``) is explored with: its mutex
-and its read/write lock, on a lock path whose counter is far from the wrap (the peers
+LAYOUT_FAMILIES = {"curator": ("mutex", "rw", "semaphore"), "kazoo": ("mutex", "rw")}
+"""What a peer's layout is explored with: what the peer has (Curator's semaphore is
+SemaphoreV2's two stages), on a lock path whose counter is far from the wrap (the peers
 compare sequence suffixes as text, which is right only before it)."""
 
 LOCK_PATH = "/locks/x"
@@ -88,7 +88,7 @@ def scenario_for(
     """The scenario of a seed (``families`` narrows the lock kinds drawn; a peer's
     ``layout`` keeps only its ``LAYOUT_FAMILIES``)."""
     if layout != "zklocks":
-        families = tuple(f for f in families if f in LAYOUT_FAMILIES) or ("mutex",)
+        families = tuple(f for f in families if f in LAYOUT_FAMILIES[layout]) or ("mutex",)
     rng = random.Random(seed * 4)
     drawn = tuple(f for f in families if f != "mixed") or ("mutex",)
     family = drawn[rng.randrange(len(drawn))]
