@@ -311,3 +311,27 @@ def test_a_semaphore_v2_contender_that_gives_up_leaves_no_node_in_either_stage(
     with ours:
         assert java.acquire("s", 0.3) is False  # our lease is the only permit
     assert kazoo.get_children(f"{path}/leases") == []
+
+
+def test_a_cancelled_asyncio_waiter_in_a_curator_queue_leaves_no_node(
+    zk_server: ZooKeeperServer, kazoo: Any, curator: Workers, path: str
+) -> None:
+    import asyncio
+
+    java = curator()
+    java.mutex("m", path)
+    assert java.acquire("m", WAIT)
+
+    async def wait_then_cancel() -> None:
+        async with zklocks.AsyncClient(zk_server.hosts) as c:
+            lock = c.lock(path, layout="curator")
+            task = asyncio.create_task(lock.acquire())
+            await asyncio.to_thread(wait_for_children, kazoo, path, 2)  # we are in line
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+
+    asyncio.run(wait_then_cancel())
+    assert len(kazoo.get_children(path)) == 1  # Curator's holder only
+    java.release("m")
+    assert kazoo.get_children(path) == []
