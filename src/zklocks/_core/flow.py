@@ -221,8 +221,8 @@ def _acquire_two_stages(spec: AcquireSpec) -> Generator[Op, Any, Acquired | None
     If our lease node goes while we wait (our session expired, or someone deleted it),
     we start over from the mutex, never from the lease alone: a second lease node
     waiting beside the mutex holder's would keep the count above N for both of them.
-    So we do if our session ends while we delete the mutex node after the grant (a
-    grant rests on our node existing, and an expired session took it).
+    We also start over if our session ended while we deleted the mutex node after the
+    grant: a grant rests on our node existing, and the expired session took it.
     """
     mutex = replace(spec, path=f"{spec.path}/locks", kind="lock", permits=None)
     lease = replace(spec, path=f"{spec.path}/leases")
