@@ -27,7 +27,8 @@ from zklocks._core import nodes as _nodes
 from zklocks._core.contenders import Contender, _contender
 from zklocks._core.errors import ClientClosed, LockError
 from zklocks._core.flow import access_denied
-from zklocks._core.ops import TIMED_OUT, AwaitDeletion, GetChildren, GetData, NodeData, Op
+from zklocks._core.ops import TIMED_OUT, GetChildren, GetData, NodeData, Op
+from zklocks._core.steps import await_deletion
 from zklocks._protocol.errors import (
     ClientClosedError,
     ConnectionLossError,
@@ -79,7 +80,7 @@ def await_leader_gone(node: str, deadline: float | None) -> Generator[Op, Any, b
     with it, so the caller reads the line again rather than wait on nothing. A stopped
     client answers False: the observation is over.
     """
-    reply = yield AwaitDeletion((node,), deadline=deadline)
+    reply = yield from await_deletion((node,), deadline)
     return not (reply is TIMED_OUT or isinstance(reply, ClientClosedError))
 
 
