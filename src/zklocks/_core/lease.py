@@ -230,7 +230,7 @@ is noticed up to this much later than it could be.
 class LeaseKeeper:
     """Watches a client's leases: our node's deletion, session expiry, the clock rule.
 
-    Both clients use one: it watches each lease's node (a getData watch set without
+    Both clients use one: it watches each lease's node (a getData watch, set without
     waiting for its reply, ``NODE_WATCH_DELAY`` after the grant, so a grant costs no
     extra round trip), marks every lease lost when the session expires or the client
     stops, and while cut off arms one timer for the instant the server may have expired
