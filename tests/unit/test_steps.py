@@ -13,6 +13,7 @@ from zklocks._core.ops import (
     TIMED_OUT,
     Create,
     Created,
+    Exists,
     GetChildren,
     GetData,
     NodeData,
@@ -22,7 +23,7 @@ from zklocks._core.ops import (
     Wait,
     too_late,
 )
-from zklocks._core.steps import Gone, await_deletion, make_parents
+from zklocks._core.steps import Gone, await_children_change, await_deletion, make_parents
 from zklocks._protocol.errors import (
     ClientClosedError,
     ConnectionLossError,
@@ -166,3 +167,23 @@ def test_a_wait_past_its_deadline_times_out_at_once() -> None:
     assert too_late(Wait(5.0), 5.0) is TIMED_OUT
     assert too_late(Wait(5.0), 4.0) is None
     assert too_late(Wait(None), 1e9) is None
+
+
+# -- waiting for the line to change (``wait_for_change``, ``zklocks status --watch``) ---------
+
+
+def test_a_child_watch_on_the_path_and_any_event_is_a_change() -> None:
+    s = Stepper(await_children_change("/locks/x", 5.0))
+    op = s.expect(Pipeline, (["lock-a-0000000001"],))
+    assert op.watch and op.requests == (GetChildren("/locks/x", deadline=5.0),)
+    s.expect(Wait, event(WatchKind.CHILD, "/locks/x"))
+    assert s.done and s.result is True
+
+
+def test_with_no_path_yet_its_creation_is_the_change() -> None:
+    s = Stepper(await_children_change("/locks/x", None))
+    s.expect(Pipeline, (NoNodeError(),))
+    op = s.expect(Pipeline, (None,))
+    assert op.watch and op.requests == (Exists("/locks/x"),)
+    s.expect(Wait, TIMED_OUT)
+    assert s.done and s.result is False

@@ -27,6 +27,8 @@ from typing import Any, TypeAlias
 from zklocks._core.ops import (
     TIMED_OUT,
     Create,
+    Exists,
+    GetChildren,
     GetData,
     NodeData,
     Op,
@@ -51,6 +53,7 @@ __all__ = [
     "Gone",
     "WaitOutcome",
     "ancestors",
+    "await_children_change",
     "await_deletion",
     "first_gone",
     "make_parents",
@@ -131,6 +134,16 @@ def wake_reply(events: Sequence[WatchEvent], nodes: Sequence[str]) -> WaitOutcom
         if event.kind is WatchKind.CLOSED:
             return ClientClosedError()
     return None
+
+
+def await_children_change(path: str, deadline: float | None) -> Generator[Op, Any, bool]:
+    """Wait until a child of ``path`` comes or goes, or ``path`` is made (True), or the
+    deadline (False): a child watch, or with no ``path`` yet an exists watch for its
+    creation. Any event counts, the session's end included: the caller reads again."""
+    (listing,) = yield Pipeline((GetChildren(path, deadline=deadline),), watch=True)
+    if isinstance(listing, NoNodeError):
+        yield Pipeline((Exists(path, deadline=deadline),), watch=True)
+    return not isinstance((yield Wait(deadline)), Wake)
 
 
 # -- making the lock path ------------------------------------------------------------------
