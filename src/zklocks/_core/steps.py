@@ -1,5 +1,5 @@
-"""Two steps of the lock flows made of several operations: make the lock path, and wait
-until a blocker is deleted. No I/O.
+"""Steps of the lock flows made of several operations: make the lock path, wait until a
+blocker is deleted, wait until a line changes. No I/O.
 
 They were once operations of their own that every driver carried out, each with its own
 copy of the loop; as steps of the flow their rules are written once, here, and a driver
