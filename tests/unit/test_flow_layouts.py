@@ -7,13 +7,12 @@ import uuid
 
 import pytest
 
-from flow_support import ATTEMPT, PATH, SESSION, Stepper, spec
+from flow_support import ATTEMPT, PATH, SESSION, Stepper, spec, watched
 from zklocks._core import layouts
 from zklocks._core.errors import LockTimeout
 from zklocks._core.flow import Acquired, acquire
 from zklocks._core.ops import (
     TIMED_OUT,
-    AwaitDeletion,
     Created,
     Delete,
     Exists,
@@ -45,8 +44,8 @@ def test_curator_layout_creates_curators_name_and_waits_in_curators_line() -> No
     kazoo_node = f"{'f' * 32}__lock__0000000001"  # Curator sorts it last: not ahead of us
     op = s.expect(Pipeline, (made(f"{PATH}/{ours(3)}"), [curators(2), ours(3), kazoo_node]))
     assert op.requests[0].path == f"{PATH}/_c_{UUID}-lock-"
-    wait = s.expect(AwaitDeletion, TIMED_OUT)
-    assert wait.nodes == (f"{PATH}/{curators(2)}",)
+    watch, _ = s.wait(TIMED_OUT)
+    assert watched(watch) == (f"{PATH}/{curators(2)}",)
     with pytest.raises(LockTimeout):
         s.expect(Delete, None)  # timed out: our node goes, then the error
 
@@ -57,8 +56,8 @@ def test_curator_layout_finds_its_node_by_its_uuid_after_a_lost_create() -> None
     s.expect(GetChildren, [curators(1), ours(2)])
     s.expect(Exists, Stat(czxid=9, ephemeral_owner=SESSION))
     s.expect(SessionId, SESSION)
-    wait = s.expect(AwaitDeletion, TIMED_OUT)  # adopted; curators(1) is ahead of it
-    assert wait.nodes == (f"{PATH}/{curators(1)}",)
+    watch, _ = s.wait(TIMED_OUT)  # adopted; curators(1) is ahead of it
+    assert watched(watch) == (f"{PATH}/{curators(1)}",)
     assert s.op.path == f"{PATH}/{ours(2)}"  # timed out: the adopted node is deleted
     with pytest.raises(LockTimeout):
         s.expect(Delete, None)
@@ -71,8 +70,8 @@ def test_kazoo_layout_names_and_orders_as_kazoo() -> None:
     reader = f"{'d' * 32}__rlock__0000000001"
     op = s.expect(Pipeline, (made(f"{PATH}/{mine}"), [mine, theirs_write, reader]))
     assert op.requests[0].path == f"{PATH}/{ATTEMPT}__rlock__"
-    wait = s.expect(AwaitDeletion, TIMED_OUT)
-    assert wait.nodes == (f"{PATH}/{theirs_write}",)  # the nearest earlier __lock__
+    watch, _ = s.wait(TIMED_OUT)
+    assert watched(watch) == (f"{PATH}/{theirs_write}",)  # the nearest earlier __lock__
     with pytest.raises(LockTimeout):
         s.expect(Delete, None)
 
@@ -90,8 +89,8 @@ def test_semaphore_v2_holds_the_mutex_while_it_waits_and_deletes_both_on_the_way
     op = s.expect(Pipeline, (made(f"{PATH}/leases/{lease}", 8), [held, lease]))
     assert op.requests[0].path == f"{PATH}/leases/_c_{UUID}-lease-"
     if blocking:
-        wait = s.expect(AwaitDeletion, TIMED_OUT)  # waiting, still holding the mutex
-        assert wait.nodes == (f"{PATH}/leases/{held}",)
+        watch, _ = s.wait(TIMED_OUT)  # waiting, still holding the mutex
+        assert watched(watch) == (f"{PATH}/leases/{held}",)
     first = s.expect(Delete, None)
     assert first.path == f"{PATH}/leases/{lease}"
     assert isinstance(s.op, Delete) and s.op.path == f"{PATH}/locks/{ours(0)}"  # then the mutex
@@ -136,12 +135,12 @@ def test_semaphore_v2_whose_lease_goes_while_waiting_starts_over_from_the_mutex(
     s.expect(Pipeline, (made(f"{PATH}/locks/{ours(0)}", 5), [ours(0)]))
     lease, held = ours(7, "lease-"), curators(6, "lease-")
     s.expect(Pipeline, (made(f"{PATH}/leases/{lease}", 8), [held, lease]))
-    s.expect(AwaitDeletion, SessionExpiredError())  # the session (and both nodes) went
+    s.wait(SessionExpiredError())  # the session (and both nodes) went
     gone = s.expect(Delete, SessionExpiredError())
     assert gone.path == f"{PATH}/locks/{ours(0)}"
     op = s.expect(Pipeline, (made(f"{PATH}/locks/{ours(9)}", 12), [curators(8), ours(9)]))
     assert op.requests[0].path == f"{PATH}/locks/_c_{UUID}-lock-"  # the mutex first
-    wait = s.expect(AwaitDeletion, TIMED_OUT)
-    assert wait.nodes == (f"{PATH}/locks/{curators(8)}",)
+    watch, _ = s.wait(TIMED_OUT)
+    assert watched(watch) == (f"{PATH}/locks/{curators(8)}",)
     with pytest.raises(LockTimeout):
         s.expect(Delete, None)

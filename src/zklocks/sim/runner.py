@@ -19,10 +19,11 @@ from dataclasses import dataclass, field
 
 from zklocks._core import nodes as _nodes
 from zklocks._core.strategies import Rules
+from zklocks.sim.client import AcquireFn, Outcome
 from zklocks.sim.faults import FaultPlan, format_plan, random_plan
 from zklocks.sim.invariants import Violation
 from zklocks.sim.scenario import FAMILIES, scenario_for
-from zklocks.sim.scheduler import AcquireFn, DecideFn, Outcome, Simulation
+from zklocks.sim.scheduler import DecideFn, Simulation
 
 TRACE_TAIL = 40
 
