@@ -217,3 +217,32 @@ def test_the_waiting_log_gives_our_place_in_the_peers_line(
         client.lock(path, layout="kazoo").acquire(timeout=0.3)
     assert f"{path}: lock queued at position 2" in caplog.messages
     theirs.release()
+
+
+def test_the_kazoo_layout_makes_persistent_parents_as_kazoo_does() -> None:
+    """A container lock path reaped under a kazoo ``Lock`` object makes its next acquire
+    fail (kazoo ensures the path once per object): the kazoo layout makes none."""
+    from kazoo.client import KazooClient
+
+    with ZooKeeperServer(
+        tick_time=200,
+        max_session_timeout=60_000,
+        system_properties={"znode.container.checkIntervalMs": "100"},
+    ) as server:
+        look = KazooClient(server.hosts)
+        look.start(timeout=15)
+        try:
+            with zklocks.Client(server.hosts) as c:
+                theirs_path, container_path = "/kz/a/lock", "/cur/a/lock"
+                with c.lock(theirs_path, layout="kazoo"), c.lock(container_path, layout="curator"):
+                    pass
+                kazoo_lock = look.Lock(theirs_path, "kazoo")
+                reaped = threading.Event()
+                if look.exists("/cur", watch=lambda _event: reaped.set()) is not None:
+                    assert reaped.wait(WAIT)  # the reaper ran over /cur/a/lock, /cur/a, /cur
+                assert look.exists(theirs_path) is not None  # ours stayed
+                assert kazoo_lock.acquire(timeout=WAIT)
+                kazoo_lock.release()
+        finally:
+            look.stop()
+            look.close()

@@ -21,7 +21,12 @@ from zklocks._core.ops import (
     SessionId,
     Stat,
 )
-from zklocks._protocol.errors import ConnectionLossError, NoNodeError, SessionExpiredError
+from zklocks._protocol.errors import (
+    ConnectionLossError,
+    NodeExistsError,
+    NoNodeError,
+    SessionExpiredError,
+)
 
 UUID = str(uuid.UUID(hex=ATTEMPT))
 OTHER_UUID = str(uuid.uuid4())
@@ -144,3 +149,20 @@ def test_semaphore_v2_whose_lease_goes_while_waiting_starts_over_from_the_mutex(
     assert watched(watch) == (f"{PATH}/locks/{curators(8)}",)
     with pytest.raises(LockTimeout):
         s.expect(Delete, None)
+
+
+@pytest.mark.parametrize(("layout", "container"), [(layouts.CURATOR, True), (layouts.KAZOO, False)])
+def test_missing_parents_are_made_as_the_peer_makes_them(
+    layout: layouts.Layout, container: bool
+) -> None:
+    """Curator's are containers; kazoo's persistent (a reaped one breaks kazoo's objects)."""
+    s = Stepper(acquire(spec(layout=layout)))
+    s.expect(Pipeline, (NoNodeError(), NoNodeError()))
+    op = s.expect(Pipeline, (NodeExistsError(), Created(PATH, Stat(czxid=3))))
+    assert [(c.path, c.container) for c in op.requests] == [
+        ("/locks", container),
+        (PATH, container),
+    ]
+    name = layout.dialect.prefix("lock", ATTEMPT) + "0000000000"
+    s.expect(Pipeline, (made(f"{PATH}/{name}"), [name]))
+    assert s.done

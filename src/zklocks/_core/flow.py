@@ -587,7 +587,13 @@ def _create_parents(spec: AcquireSpec, *, retry: bool = False) -> Generator[Op, 
     A lost connection, an expired session (the next create uses the new one) or an
     ancestor container reaped meanwhile all mean: try the create again.
     """
-    reply = yield from make_parents(spec.path, spec.node_acl, spec.deadline, retry=retry)
+    reply = yield from make_parents(
+        spec.path,
+        spec.node_acl,
+        spec.deadline,
+        retry=retry,
+        container=spec.layout.container_parents,
+    )
     if reply is TIMED_OUT:
         raise LockTimeout(f"timed out waiting for a connection to lock {spec.path}")
     try_again = ConnectionLossError | SessionExpiredError | NoNodeError

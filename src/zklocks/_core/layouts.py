@@ -14,7 +14,7 @@ made, before any request.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from zklocks._core import dialects as _dialects
 from zklocks._core import nodes as _nodes
@@ -31,20 +31,23 @@ class Layout:
     rules: _strategies.Rules
     one_node_lock: bool = False  # fair=False
     two_stage_semaphore: bool = False  # Curator SemaphoreV2: inner mutex, then a lease
+    # Missing parents are containers (the server deletes an empty lock path), as ours and
+    # Curator's are; kazoo makes them persistent and fails if one is reaped under it.
+    container_parents: bool = True
 
     def __repr__(self) -> str:
         return f"<layout {self.name}>"
 
     def with_rules(self, rules: _strategies.Rules) -> Layout:
         """The same layout deciding by ``rules`` (a seam for the simulator's planted bugs)."""
-        return Layout(self.name, self.dialect, rules, self.one_node_lock, self.two_stage_semaphore)
+        return replace(self, rules=rules)
 
 
 ZKLOCKS = Layout("zklocks", _dialects.ZKLOCKS, _strategies.ZKLOCKS_RULES, one_node_lock=True)
 CURATOR = Layout(
     "curator", _dialects.CURATOR, _strategies.CURATOR_RULES, two_stage_semaphore=True
 )
-KAZOO = Layout("kazoo", _dialects.KAZOO, _strategies.KAZOO_RULES)
+KAZOO = Layout("kazoo", _dialects.KAZOO, _strategies.KAZOO_RULES, container_parents=False)
 LAYOUTS: dict[str, Layout] = {layout.name: layout for layout in (ZKLOCKS, CURATOR, KAZOO)}
 NAMES = tuple(LAYOUTS)
 

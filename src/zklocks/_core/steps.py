@@ -150,11 +150,17 @@ def await_children_change(path: str, deadline: float | None) -> Generator[Op, An
 
 
 def make_parents(
-    path: str, acl: tuple[ACL, ...], deadline: float | None, *, retry: bool = False
+    path: str,
+    acl: tuple[ACL, ...],
+    deadline: float | None,
+    *,
+    retry: bool = False,
+    container: bool = True,
 ) -> Generator[Op, Any, Reply]:
-    """Create ``path`` and its missing ancestors as containers, in one pipelined round
-    trip. Returns ``None`` (they exist now, ours or not), ``TIMED_OUT`` or an error."""
-    creates = parent_creates(path, acl, deadline=deadline, retry=retry)
+    """Create ``path`` and its missing ancestors as containers (``container=False``:
+    persistent nodes, as kazoo makes them), in one pipelined round trip. Returns
+    ``None`` (they exist now, ours or not), ``TIMED_OUT`` or an error."""
+    creates = parent_creates(path, acl, deadline=deadline, retry=retry, container=container)
     return parents_reply((yield Pipeline(tuple(creates))))
 
 
@@ -165,7 +171,12 @@ def ancestors(path: str) -> list[str]:
 
 
 def parent_creates(
-    path: str, acl: tuple[ACL, ...] = (), *, deadline: float | None = None, retry: bool = False
+    path: str,
+    acl: tuple[ACL, ...] = (),
+    *,
+    deadline: float | None = None,
+    retry: bool = False,
+    container: bool = True,
 ) -> list[Create]:
     """The lock path and its ancestors as containers.
 
@@ -180,7 +191,7 @@ def parent_creates(
         Create(
             p,
             ephemeral=False,
-            container=True,
+            container=container,
             acl=acl if p == path else shared,
             deadline=deadline,
             retry=retry,
