@@ -51,6 +51,7 @@ demo: $(STAMP)-demo
 lint: $(STAMP)-dev
 	$(BIN)/ruff check .
 	$(BIN)/mypy --strict src
+	$(BIN)/lint-imports
 
 test: lint docs $(STAMP)-bench
 	$(BIN)/pytest

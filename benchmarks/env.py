@@ -104,8 +104,7 @@ class RedisServer:
     def start(self) -> RedisServer:
         if self.binary is None:
             raise FileNotFoundError(
-                "redis-server is not installed (apt-get install redis-server; "
-                "`make setup` does it)"
+                "redis-server is not installed (apt-get install redis-server; `make setup` does it)"
             )
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", 0))

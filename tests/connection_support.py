@@ -8,7 +8,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from zklocks._connection import Connection, SessionState, WatchEvent
+from zklocks._transport.connection import Connection
+from zklocks._vocabulary import SessionState, WatchEvent
 
 WAIT = 15.0  # the longest any awaited condition may take to come true
 

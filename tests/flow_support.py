@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Generator
 from typing import Any
 
-from zklocks._flow import AcquireSpec
-from zklocks._ops import Created, Stat
+from zklocks._core.flow import AcquireSpec
+from zklocks._core.ops import Created, Stat
 
 ATTEMPT = "a" * 32
 OTHER = "b" * 32

@@ -19,8 +19,8 @@ import logging as _logging
 from zklocks._asyncio.client import AsyncClient
 from zklocks._asyncio.election import AsyncElection, AsyncMultiLock
 from zklocks._asyncio.locks import AsyncLock, AsyncReadWriteLock
-from zklocks._contenders import Contender
-from zklocks._errors import (
+from zklocks._core.contenders import Contender
+from zklocks._core.errors import (
     AccessDenied,
     AlreadyHeld,
     ClientClosed,
@@ -32,9 +32,9 @@ from zklocks._errors import (
     LockTimeout,
     NotHeld,
 )
-from zklocks._events import ConnectionState
-from zklocks._lease import AsyncLease, Lease
-from zklocks._security import ACL
+from zklocks._core.events import ConnectionState
+from zklocks._core.lease import AsyncLease, Lease
+from zklocks._core.security import ACL
 from zklocks._sync.client import Client
 from zklocks._sync.election import Election, MultiLock
 from zklocks._sync.locks import Lock, ReadWriteLock

@@ -17,7 +17,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from zklocks._errors import LockError
+from zklocks._core.errors import LockError
 
 
 class StaleToken(LockError):

@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from zklocks import _events
+from zklocks._core import events as _events
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
@@ -72,7 +72,7 @@ _WORD = re.compile(r"(?<!^)(?=[A-Z])")
 
 
 class _PrometheusSink:
-    """Implements ``zklocks._events.Sink`` with prometheus_client metrics."""
+    """Implements ``zklocks._core.events.Sink`` with prometheus_client metrics."""
 
     def __init__(self, registry: CollectorRegistry, path_label: bool) -> None:
         from prometheus_client import Counter, Enum, Gauge, Histogram

@@ -772,6 +772,7 @@ class ZooKeeperEnsemble:
         self._finalizer = weakref.finalize(self, self._leftovers.release)
         ports = _free_ports(2 * size if client_ports else 3 * size)
         clients = list(client_ports) if client_ports else ports[2 * size :]
+
         def server_lines(me: int) -> list[str]:
             lines = []
             for myid in range(1, size + 1):

@@ -12,7 +12,7 @@ from contract_support import WakeProbe
 
 import zklocks
 from helpers import expire_session
-from zklocks._ops import Gone
+from zklocks._core.ops import Gone
 from zklocks._sync import driver
 from zklocks.server import ZooKeeperServer
 

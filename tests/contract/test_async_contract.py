@@ -17,7 +17,7 @@ import zklocks
 from helpers import close_session
 from zklocks._asyncio import driver
 from zklocks._asyncio.session import AsyncSession
-from zklocks._ops import Gone
+from zklocks._core.ops import Gone
 
 KINDS: dict[str, Callable[[zklocks.AsyncClient, str], zklocks.AsyncLock]] = {
     "fair": lambda client, path: client.lock(path),
@@ -41,7 +41,7 @@ def run(scenario: Callable[[], Awaitable[None]]) -> None:
 
 async def children(client: zklocks.AsyncClient, path: str) -> list[str]:
     session = client._session_or_raise()
-    (reply,) = await session.call([zklocks._ops.GetChildren(path)], None)
+    (reply,) = await session.call([zklocks._core.ops.GetChildren(path)], None)
     return sorted(reply) if isinstance(reply, list) else []
 
 

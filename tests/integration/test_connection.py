@@ -20,9 +20,8 @@ import pytest
 from kazoo.client import KazooClient
 
 from connection_support import WAIT, States, Watched, until
-from zklocks import _ops
-from zklocks._connection import Connection, EventType, SessionState, WatchEvent
-from zklocks._ops import Created, NodeData, Stat
+from zklocks._core import ops as _ops
+from zklocks._core.ops import Created, NodeData, Stat
 from zklocks._protocol.constants import CreateMode
 from zklocks._protocol.errors import (
     BadVersionError,
@@ -41,6 +40,8 @@ from zklocks._protocol.records import (
     SetDataRequest,
     ZnodeStat,
 )
+from zklocks._transport.connection import Connection
+from zklocks._vocabulary import SessionState, WatchEvent, WatchKind
 from zklocks.server import ZooKeeperServer
 
 T = TypeVar("T")
@@ -266,13 +267,13 @@ def test_watches_fire_once_with_the_right_event(
             assert await conn.exists(base + "/w", watcher=exist) is None
             await asyncio.to_thread(kazoo.create, base + "/w", b"1")
             event = await exist.next()
-            assert event == WatchEvent(EventType.CREATED, SessionState.CONNECTED, base + "/w")
+            assert event == WatchEvent(WatchKind.CREATED, base + "/w")
             await conn.get_data(base + "/w", watcher=data)
             await conn.get_children(base, watcher=child)
             await asyncio.to_thread(kazoo.set, base + "/w", b"2")
-            assert (await data.next()).type is EventType.CHANGED
+            assert (await data.next()).kind is WatchKind.CHANGED
             await asyncio.to_thread(kazoo.create, base + "/w2")
-            assert (await child.next()) == WatchEvent(EventType.CHILD, SessionState.CONNECTED, base)
+            assert (await child.next()) == WatchEvent(WatchKind.CHILD, base)
             # one-shot: a second change is not reported to watchers that already fired
             await asyncio.to_thread(kazoo.set, base + "/w", b"3")
             await conn.sync(base)
@@ -281,7 +282,7 @@ def test_watches_fire_once_with_the_right_event(
             waiter = Watched()
             assert await conn.submit(_ops.Exists(base + "/w2"), watcher=waiter) is not None
             await asyncio.to_thread(kazoo.delete, base + "/w2")
-            assert (await waiter.next()).type is EventType.DELETED
+            assert (await waiter.next()).kind is WatchKind.DELETED
         finally:
             await conn.close()
 
@@ -299,9 +300,9 @@ def test_persistent_recursive_watch(
             await conn.add_watch(base, watched)
             await asyncio.to_thread(kazoo.create, base + "/a/b", makepath=True)
             seen = [await watched.next(), await watched.next()]
-            assert [(e.type, e.path) for e in seen] == [
-                (EventType.CREATED, base + "/a"),
-                (EventType.CREATED, base + "/a/b"),
+            assert [(e.kind, e.path) for e in seen] == [
+                (WatchKind.CREATED, base + "/a"),
+                (WatchKind.CREATED, base + "/a/b"),
             ]
             await asyncio.to_thread(kazoo.delete, base + "/a/b")
             assert (await watched.next()).path == base + "/a/b"  # still registered
@@ -318,7 +319,7 @@ def test_close_wakes_every_watcher(zk_server: ZooKeeperServer, base: str) -> Non
         watched = Watched()
         await conn.exists(base + "/never", watcher=watched)
         await conn.close()
-        assert watched.events == [WatchEvent(EventType.NONE, SessionState.CLOSED, base + "/never")]
+        assert watched.events == [WatchEvent(WatchKind.CLOSED, base + "/never")]
         with pytest.raises(ClientClosedError):
             await conn.submit(_ops.Exists("/"))
 

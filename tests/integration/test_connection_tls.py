@@ -19,8 +19,9 @@ import pytest
 import zklocks
 from proxy import Proxy
 from tls_support import TLSSetup
-from zklocks._connection import Connection, SessionState
 from zklocks._protocol.errors import ConnectionFailedError
+from zklocks._transport.connection import Connection
+from zklocks._vocabulary import SessionState
 from zklocks.server import ZooKeeperServer
 
 T = TypeVar("T")

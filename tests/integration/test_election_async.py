@@ -20,7 +20,7 @@ def run(scenario: Callable[[], Awaitable[None]]) -> None:
 
 
 async def children(client: zklocks.AsyncClient, path: str) -> list[str]:
-    (reply,) = await client._session_or_raise().call([zklocks._ops.GetChildren(path)], None)
+    (reply,) = await client._session_or_raise().call([zklocks._core.ops.GetChildren(path)], None)
     return sorted(reply) if isinstance(reply, list) else []
 
 

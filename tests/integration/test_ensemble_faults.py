@@ -19,8 +19,8 @@ import pytest
 
 import zklocks
 from link_proxy import Links
-from zklocks import _connection
-from zklocks._connection import Connection
+from zklocks._transport import connection as _connection
+from zklocks._transport.connection import Connection
 from zklocks.server import EnsembleMember, ZooKeeperEnsemble
 
 TICK_MS = 200

@@ -170,7 +170,7 @@ def test_prometheus_client_is_not_imported_until_enabled() -> None:
     code = (
         "import sys, zklocks, zklocks.metrics\n"
         "assert 'prometheus_client' not in sys.modules\n"
-        "from zklocks import _events\n"
+        "from zklocks._core import events as _events\n"
         "assert _events.sink is None\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

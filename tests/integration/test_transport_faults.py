@@ -18,8 +18,7 @@ from kazoo.client import KazooClient
 
 from connection_support import WAIT, States, Watched, until
 from proxy import Proxy
-from zklocks import _ops
-from zklocks._connection import Connection, EventType, SessionState, WatchEvent
+from zklocks._core import ops as _ops
 from zklocks._protocol.errors import (
     ConnectionLossError,
     NoAuthError,
@@ -27,6 +26,8 @@ from zklocks._protocol.errors import (
     SessionExpiredError,
 )
 from zklocks._protocol.records import digest_acl
+from zklocks._transport.connection import Connection
+from zklocks._vocabulary import SessionState, WatchEvent, WatchKind
 from zklocks.server import ZooKeeperEnsemble, ZooKeeperServer
 
 T = TypeVar("T")
@@ -111,9 +112,7 @@ def test_watch_is_restored_and_fires_for_a_deletion_missed_while_away(
                 proxy.unstall()
                 await states.wait(SessionState.CONNECTED, after=suspended)
                 event = await waiter.next()
-                assert event == WatchEvent(
-                    EventType.DELETED, SessionState.CONNECTED, base + "/predecessor"
-                )
+                assert event == WatchEvent(WatchKind.DELETED, base + "/predecessor")
             finally:
                 await conn.close()
 
@@ -136,9 +135,9 @@ def test_persistent_recursive_watch_survives_a_reconnect(
                 await states.wait(SessionState.CONNECTED, after=suspended)
                 await asyncio.to_thread(kazoo.create, base + "/a/b", makepath=True)
                 seen = [await watched.next(), await watched.next()]
-                assert [(e.type, e.path) for e in seen] == [
-                    (EventType.CREATED, base + "/a"),
-                    (EventType.CREATED, base + "/a/b"),
+                assert [(e.kind, e.path) for e in seen] == [
+                    (WatchKind.CREATED, base + "/a"),
+                    (WatchKind.CREATED, base + "/a/b"),
                 ]
             finally:
                 await conn.close()
@@ -223,9 +222,7 @@ def test_long_stall_is_lost_when_the_server_expires_the_session(
                 assert states.times[lost] >= answered + conn.session_timeout
                 # ... and the server does expire it (kazoo sees the ephemeral go) soon after
                 await until(lambda: kazoo.exists(base + "/eph") is None, timeout=3.0)
-                assert waiter.events == [
-                    WatchEvent(EventType.NONE, SessionState.LOST, base + "/eph")
-                ]
+                assert waiter.events == [WatchEvent(WatchKind.SESSION_LOST, base + "/eph")]
                 assert states.seen[:3] == [
                     SessionState.CONNECTED,
                     SessionState.SUSPENDED,
@@ -261,7 +258,7 @@ def test_client_paused_past_its_session_timeout(
             lost = await states.wait(SessionState.LOST)
             await states.wait(SessionState.CONNECTED, after=lost)
             assert conn.session_id not in (0, old_session)
-            assert waiter.events == [WatchEvent(EventType.NONE, SessionState.LOST, base)]
+            assert waiter.events == [WatchEvent(WatchKind.SESSION_LOST, base)]
             await until(lambda: kazoo.exists(base + "/eph") is None, timeout=3.0)
             assert await conn.exists("/") is not None
         finally:
@@ -322,7 +319,7 @@ def test_server_killed_and_restarted_sessions_resume(fresh_zk_server: ZooKeeperS
                 await asyncio.to_thread(other.stop)
                 other.close()
             event = await waiter.next()
-            assert (event.type, event.path) == (EventType.DELETED, "/watched")
+            assert (event.kind, event.path) == (WatchKind.DELETED, "/watched")
         finally:
             await conn.close()
 
@@ -386,7 +383,7 @@ def test_ensemble_member_lost_client_moves_with_session_and_watches(
                 await asyncio.to_thread(other.stop)
                 other.close()
             event = await waiter.next()
-            assert (event.type, event.path) == (EventType.CHANGED, "/watched")
+            assert (event.kind, event.path) == (WatchKind.CHANGED, "/watched")
         finally:
             await conn.close()
 
@@ -429,8 +426,8 @@ def test_session_expired_by_the_server_starts_a_new_session(
                 await states.wait(SessionState.CONNECTED, after=lost)
                 assert conn.session_id not in (0, old_session)
                 assert [w.events for w in waiters] == [
-                    [WatchEvent(EventType.NONE, SessionState.LOST, base + "/kept")],
-                    [WatchEvent(EventType.NONE, SessionState.LOST, base + "/absent")],
+                    [WatchEvent(WatchKind.SESSION_LOST, base + "/kept")],
+                    [WatchEvent(WatchKind.SESSION_LOST, base + "/absent")],
                 ]
                 created = await conn.create(base + "/again", ephemeral=True)
                 assert created.stat.ephemeral_owner == conn.session_id

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from zklocks import _multilock
-from zklocks._strategies import GRANTED
+from zklocks._core import multilock as _multilock
+from zklocks._core.strategies import GRANTED
 from zklocks.sim import KNOWN_ISSUES, Options, SimulationFailure, explore, scenario_for
 
 ELECTIONS = Options(families=("election",))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from zklocks._ops import Create, Created, Delete, Exists, GetChildren, GetData, NodeData, Stat
+from zklocks._core.ops import Create, Created, Delete, Exists, GetChildren, GetData, NodeData, Stat
 from zklocks._protocol.errors import (
     BadArgumentsError,
     NoChildrenForEphemeralsError,
@@ -13,7 +13,7 @@ from zklocks._protocol.errors import (
     NotEmptyError,
     SessionExpiredError,
 )
-from zklocks._session import WatchEvent, WatchKind
+from zklocks._vocabulary import WatchEvent, WatchKind
 from zklocks.sim.model import (
     ClientWatches,
     Model,

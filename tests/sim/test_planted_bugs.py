@@ -10,9 +10,9 @@ from collections.abc import Callable, Sequence
 
 import pytest
 
-from zklocks import _strategies
-from zklocks._lease import LeaseBase, LeaseKeeper
-from zklocks._nodes import EXCLUSIVE_KINDS, NodeName
+from zklocks._core import strategies as _strategies
+from zklocks._core.lease import LeaseBase, LeaseKeeper
+from zklocks._core.nodes import EXCLUSIVE_KINDS, NodeName
 from zklocks.sim import (
     KNOWN_ISSUES,
     SimulationFailure,

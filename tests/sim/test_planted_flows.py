@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 
-from zklocks import _flow, _nodes
-from zklocks._ops import AwaitDeletion, Created, Exists, GetChildren, Gone, Pipeline, SessionId
+from zklocks._core import flow as _flow
+from zklocks._core import nodes as _nodes
+from zklocks._core.ops import AwaitDeletion, Created, Exists, GetChildren, Gone, Pipeline, SessionId
 from zklocks.sim import (
     KNOWN_ISSUES,
     DeleteNode,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from zklocks._strategies import Refused
+from zklocks._core.strategies import Refused
 from zklocks.sim import (
     DelayWatch,
     DropRequest,
@@ -120,7 +120,7 @@ def test_a_failure_names_seed_plan_and_replay_command() -> None:
     # the command line replays it (with the same bug planted) and exits 1, same violation
     plant = (
         f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); "
-        "import zklocks._flow as flow; "
+        "import zklocks._core.flow as flow; "
         "from test_planted_bugs import read_watches_later_writer as bug; flow.decide = bug; "
         "from zklocks.sim.__main__ import main; sys.exit(main(sys.argv[1:]))"
     )

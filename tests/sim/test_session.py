@@ -9,11 +9,12 @@ from collections.abc import Callable, Iterator
 import pytest
 
 import zklocks
-from zklocks import _flow, _nodes
-from zklocks._ops import TIMED_OUT, Create, Created, Exists, GetChildren, Stat
+from zklocks._core import flow as _flow
+from zklocks._core import nodes as _nodes
+from zklocks._core.ops import TIMED_OUT, Create, Created, Exists, GetChildren, Stat
 from zklocks._protocol.errors import ClientClosedError, NoNodeError
-from zklocks._session import SessionState, WatchEvent, WatchKind
 from zklocks._sync import driver
+from zklocks._vocabulary import SessionState, WatchEvent, WatchKind
 from zklocks.sim.session import SimServer, SimSession, session_factory
 
 MakeClient = Callable[..., zklocks.Client]

@@ -23,12 +23,12 @@ async def use(client: zklocks.Client, aclient: zklocks.AsyncClient, flag: bool) 
 """
 
 EXPECTED = [
-    "zklocks._lease.Lease",
-    "zklocks._lease.Lease",
-    "zklocks._lease.Lease | None",
-    "zklocks._lease.Lease | None",
-    "zklocks._lease.AsyncLease",
-    "zklocks._lease.AsyncLease | None",
+    "zklocks._core.lease.Lease",
+    "zklocks._core.lease.Lease",
+    "zklocks._core.lease.Lease | None",
+    "zklocks._core.lease.Lease | None",
+    "zklocks._core.lease.AsyncLease",
+    "zklocks._core.lease.AsyncLease | None",
 ]
 
 

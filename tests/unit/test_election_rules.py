@@ -6,11 +6,14 @@ from dataclasses import dataclass
 
 import pytest
 
-from zklocks import _election, _multilock, _nodes
-from zklocks._errors import InvalidArgument
-from zklocks._lease import Lease, SessionFacts
-from zklocks._nodes import NodeName
-from zklocks._strategies import GRANTED, Refused, WaitFor, decide, holders
+from zklocks._core import election as _election
+from zklocks._core import multilock as _multilock
+from zklocks._core import nodes as _nodes
+from zklocks._core.errors import InvalidArgument
+from zklocks._core.lease import Lease
+from zklocks._core.nodes import NodeName
+from zklocks._core.strategies import GRANTED, Refused, WaitFor, decide, holders
+from zklocks._vocabulary import SessionFacts
 
 ATTEMPT = "0123456789abcdef0123456789abcdef"
 

@@ -7,7 +7,7 @@ every answer at once. The integration check is tests/integration/test_ensemble_f
 
 from __future__ import annotations
 
-from zklocks._connection import Connection
+from zklocks._transport.connection import Connection
 
 
 def connection(lag: float) -> Connection:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from flow_support import ATTEMPT, OTHER, PATH, SESSION, Stepper, created, mine, spec, theirs
-from zklocks import _nodes
-from zklocks._errors import InvalidArgument, LockTimeout
-from zklocks._flow import Acquired, acquire, release
-from zklocks._ops import (
+from zklocks._core import nodes as _nodes
+from zklocks._core.errors import InvalidArgument, LockTimeout
+from zklocks._core.flow import Acquired, acquire, release
+from zklocks._core.ops import (
     TIMED_OUT,
     AwaitDeletion,
     Create,

@@ -7,9 +7,9 @@ import pytest
 
 import zklocks
 from flow_support import ATTEMPT, PATH, SESSION, Stepper, created, mine, spec
-from zklocks import _security
-from zklocks._flow import Acquired, acquire
-from zklocks._ops import (
+from zklocks._core import security as _security
+from zklocks._core.flow import Acquired, acquire
+from zklocks._core.ops import (
     Create,
     CreateParents,
     Delete,

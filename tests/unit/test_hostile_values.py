@@ -15,8 +15,9 @@ from hypothesis import strategies as st
 from rich.console import Console
 
 import zklocks
-from zklocks import _nodes, _validate
 from zklocks._cli.sanitise import clean, text
+from zklocks._core import nodes as _nodes
+from zklocks._core import validate as _validate
 
 HEX = "0123456789abcdef" * 2
 

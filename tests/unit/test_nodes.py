@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from zklocks import _nodes
+from zklocks._core import nodes as _nodes
 
 A = "0123456789abcdef0123456789abcdef"
 B = "fedcba9876543210fedcba9876543210"

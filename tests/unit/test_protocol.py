@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-from zklocks import _ops
-from zklocks._ops import Created, NodeData, Stat
+from zklocks._core import ops as _ops
+from zklocks._core.ops import Created, NodeData, Stat
 from zklocks._protocol import codec
-from zklocks._protocol.constants import AddWatchMode, CreateMode, EventType, OpCode, WatchKind
+from zklocks._protocol.constants import AddWatchMode, CreateMode, EventType, OpCode, WatchTable
 from zklocks._protocol.errors import (
     AuthFailedError,
     BadVersionError,
@@ -84,7 +84,7 @@ class Row:
     check: Callable[[Any, tuple[int, int, int]], None]
     watch: bool = False
     ok: bool = True
-    registered: dict[WatchKind, list[str]] = field(default_factory=dict)
+    registered: dict[WatchTable, list[str]] = field(default_factory=dict)
 
 
 def _created(path: str, *, data_length: int | None = None, ephemeral: bool = False) -> Any:
@@ -222,21 +222,21 @@ ROWS = [
         ExistsRequest(BASE),
         _check_exists,
         watch=True,
-        registered={WatchKind.DATA: [BASE]},
+        registered={WatchTable.DATA: [BASE]},
     ),
     Row(
         "exists_missing_watch_ops",
         _ops.Exists(BASE + "/later"),
         _check_none,
         watch=True,
-        registered={WatchKind.EXIST: [BASE + "/later"]},
+        registered={WatchTable.EXIST: [BASE + "/later"]},
     ),
     Row(
         "get_data_watch",
         GetDataRequest(BASE),
         _check_get_data,
         watch=True,
-        registered={WatchKind.DATA: [BASE]},
+        registered={WatchTable.DATA: [BASE]},
     ),
     Row("get_data_ops", _ops.GetData(BASE + "/eph"), _check_get_data_ops),
     Row("set_data", SetDataRequest(BASE, b"world", 0), _check_set_data),
@@ -251,7 +251,7 @@ ROWS = [
         _ops.GetChildren(BASE),
         _check_children,
         watch=True,
-        registered={WatchKind.CHILD: [BASE]},
+        registered={WatchTable.CHILD: [BASE]},
     ),
     Row("get_children2", GetChildrenRequest(BASE), _check_children2),
     Row("sync", SyncRequest(BASE), _check_sync),
@@ -297,7 +297,7 @@ ROWS = [
         AddWatchRequest(BASE, AddWatchMode.PERSISTENT_RECURSIVE),
         _check_none,
         watch=True,
-        registered={WatchKind.PERSISTENT_RECURSIVE: [BASE]},
+        registered={WatchTable.PERSISTENT_RECURSIVE: [BASE]},
     ),
 ]
 
@@ -329,7 +329,7 @@ def test_reply_decodes(row: Row) -> None:
     assert reply.token == "token"
     assert reply.ok is row.ok
     row.check(reply.value, header(replies[-1]))
-    for kind in WatchKind:
+    for kind in WatchTable:
         assert session.watches.paths(kind) == row.registered.get(kind, [])
     assert session.in_flight == 0
     assert session.last_zxid == max(header(r)[1] for r in replies if header(r)[1] > 0)
@@ -365,8 +365,8 @@ def test_handshake_resume_sends_id_password_and_last_zxid() -> None:
 def test_handshake_expired_forgets_session_and_drains_watchers() -> None:
     session = connected_session()
     calls: list[Any] = []
-    session.watches.add(WatchKind.DATA, "/a", calls.append)
-    session.watches.add(WatchKind.CHILD, "/b", calls.append)
+    session.watches.add(WatchTable.DATA, "/a", calls.append)
+    session.watches.add(WatchTable.CHILD, "/b", calls.append)
     old = session.session_id
     session.disconnect()
     session.connect()
@@ -403,9 +403,9 @@ def test_notifications_are_routed_to_watchers() -> None:
     session = connected_session()
     data: list[Any] = []
     recursive: list[Any] = []
-    session.watches.add(WatchKind.DATA, BASE, data.append)
-    session.watches.add(WatchKind.PERSISTENT_RECURSIVE, BASE, recursive.append)
-    session.watches.add(WatchKind.EXIST, BASE + "/later", data.append)
+    session.watches.add(WatchTable.DATA, BASE, data.append)
+    session.watches.add(WatchTable.PERSISTENT_RECURSIVE, BASE, recursive.append)
+    session.watches.add(WatchTable.EXIST, BASE + "/later", data.append)
     (changed,) = [e for e in session.receive(frames("notify_data_changed")[0])]
     assert isinstance(changed, Notification)
     assert (changed.event_type, changed.path) == (EventType.CHANGED, BASE)
@@ -415,16 +415,16 @@ def test_notifications_are_routed_to_watchers() -> None:
     assert (created.event_type, created.path) == (EventType.CREATED, BASE + "/later")
     assert created.watchers == [data.append, recursive.append]
     # one-shot watches are gone, the recursive one stays
-    assert session.watches.paths(WatchKind.DATA) == []
-    assert session.watches.paths(WatchKind.EXIST) == []
-    assert session.watches.paths(WatchKind.PERSISTENT_RECURSIVE) == [BASE]
+    assert session.watches.paths(WatchTable.DATA) == []
+    assert session.watches.paths(WatchTable.EXIST) == []
+    assert session.watches.paths(WatchTable.PERSISTENT_RECURSIVE) == [BASE]
 
 
 def test_notifications_ahead_of_a_reply() -> None:
     # Our own setData fires our own data watch; the event arrives before the reply.
     session = connected_session()
     calls: list[Any] = []
-    session.watches.add(WatchKind.DATA, BASE, calls.append)
+    session.watches.add(WatchTable.DATA, BASE, calls.append)
     session._xid = header(frames("set_data")[-1])[0] - 1
     session.request(SetDataRequest(BASE, b"world", 0), "t")
     events = session.receive(b"".join(frames("set_data")))
@@ -436,8 +436,8 @@ def test_set_watches_requests_match_capture() -> None:
     session = connected_session()
     session.auth.append(("digest", b"alice:secret"))
     noop: Callable[[Any], None] = lambda event: None  # noqa: E731
-    session.watches.add(WatchKind.CHILD, BASE, noop)
-    session.watches.add(WatchKind.PERSISTENT_RECURSIVE, BASE, noop)
+    session.watches.add(WatchTable.CHILD, BASE, noop)
+    session.watches.add(WatchTable.PERSISTENT_RECURSIVE, BASE, noop)
     session.last_zxid = struct.unpack_from(">q", sent("set_watches2"), 12)[0]
     auth, set_watches = session.restore()
     assert auth == sent("auth_again")
@@ -453,7 +453,7 @@ def test_set_watches_requests_match_capture() -> None:
 def test_plain_set_watches_without_persistent_watches() -> None:
     session = connected_session()
     noop: Callable[[Any], None] = lambda event: None  # noqa: E731
-    session.watches.add(WatchKind.EXIST, BASE + "/m1", noop)
+    session.watches.add(WatchTable.EXIST, BASE + "/m1", noop)
     session.last_zxid = struct.unpack_from(">q", sent("set_watches"), 12)[0]
     (frame,) = session.restore()
     assert frame == sent("set_watches")
@@ -466,7 +466,7 @@ def test_plain_set_watches_without_persistent_watches() -> None:
 def test_close_session_reply_after_ephemeral_deletions() -> None:
     session = connected_session()
     calls: list[Any] = []
-    session.watches.add(WatchKind.PERSISTENT_RECURSIVE, BASE, calls.append)
+    session.watches.add(WatchTable.PERSISTENT_RECURSIVE, BASE, calls.append)
     close_xid = header(frames("close_session")[-1])[0]
     session._xid = close_xid - 1
     assert session.close_session("close") == sent("close_session")
@@ -511,7 +511,7 @@ def test_chroot_is_added_and_removed() -> None:
     (reply,) = session.receive(frames("create_ephemeral_sequential_ops")[0])
     assert reply.value.path.startswith("/seq-")
     calls: list[Any] = []
-    session.watches.add(WatchKind.EXIST, "/later", calls.append)
+    session.watches.add(WatchTable.EXIST, "/later", calls.append)
     (event,) = session.receive(frames("notify_created")[0])
     assert event.path == "/later" and event.watchers == [calls.append]
 

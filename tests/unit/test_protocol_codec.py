@@ -6,7 +6,7 @@ import struct
 
 import pytest
 
-from zklocks import _ops
+from zklocks._core import ops as _ops
 from zklocks._protocol import codec, jute
 from zklocks._protocol.constants import DEFAULT_MAX_BUFFER, CreateMode, OpCode
 from zklocks._protocol.errors import (

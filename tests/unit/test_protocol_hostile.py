@@ -21,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from zklocks import _ops
+from zklocks._core import ops as _ops
 from zklocks._protocol.constants import OpCode, Xid
 from zklocks._protocol.errors import MarshallingError
 from zklocks._protocol.records import (

@@ -8,8 +8,9 @@ import struct
 import pytest
 
 import zklocks
-from zklocks import _ops, _security
-from zklocks._drive import parent_creates
+from zklocks._core import ops as _ops
+from zklocks._core import security as _security
+from zklocks._core.drive import parent_creates
 from zklocks._protocol import codec
 from zklocks._protocol.constants import OpCode
 from zklocks._protocol.jute import write_string

@@ -6,8 +6,8 @@ import itertools
 
 import pytest
 
-from zklocks._nodes import NodeName
-from zklocks._strategies import GRANTED, Refused, WaitFor, decide, holders
+from zklocks._core.nodes import NodeName
+from zklocks._core.strategies import GRANTED, Refused, WaitFor, decide, holders
 
 
 def line(spec: str, permits: int | None = None) -> list[NodeName]:

@@ -8,20 +8,22 @@ from collections.abc import Callable, Iterable, Sequence
 from ssl import SSLContext
 from types import TracebackType
 
-from zklocks import _events, _validate
 from zklocks._asyncio.election import AsyncElection, AsyncMultiLock
 from zklocks._asyncio.locks import AsyncLock, AsyncReadWriteLock
 from zklocks._asyncio.session import AsyncSession
-from zklocks._connection import Connection, SessionState
-from zklocks._errors import ClientClosed, InvalidArgument
-from zklocks._flow import Acquired
-from zklocks._holdings import LockConfig
-from zklocks._lease import AsyncLease, LeaseKeeper, SessionFacts
-from zklocks._lockmaker import DEFAULT_HOSTS, LockMaker, show_concrete_types
-from zklocks._native import connection_failed
-from zklocks._nodes import ELECTION_KIND
+from zklocks._core import events as _events
+from zklocks._core import validate as _validate
+from zklocks._core.errors import ClientClosed, InvalidArgument
+from zklocks._core.flow import Acquired
+from zklocks._core.lease import AsyncLease, LeaseKeeper
+from zklocks._core.nodes import ELECTION_KIND
+from zklocks._core.security import ACL
+from zklocks._frontend.holdings import LockConfig
+from zklocks._frontend.lockmaker import DEFAULT_HOSTS, LockMaker, show_concrete_types
 from zklocks._protocol.errors import ConnectionFailedError
-from zklocks._security import ACL
+from zklocks._transport.adapter import connection_failed
+from zklocks._transport.connection import Connection
+from zklocks._vocabulary import SessionFacts, SessionState
 
 
 class AsyncClient(LockMaker[AsyncLock, AsyncReadWriteLock]):

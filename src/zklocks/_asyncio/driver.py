@@ -14,7 +14,7 @@ import time
 from typing import Any
 
 from zklocks._asyncio.session import AsyncSession
-from zklocks._drive import (
+from zklocks._core.drive import (
     first_gone,
     parent_creates,
     parents_reply,
@@ -23,8 +23,8 @@ from zklocks._drive import (
     wake_reply,
     watch_requests,
 )
-from zklocks._flow import Flow
-from zklocks._ops import (
+from zklocks._core.flow import Flow
+from zklocks._core.ops import (
     TIMED_OUT,
     AwaitDeletion,
     CreateParents,
@@ -33,7 +33,7 @@ from zklocks._ops import (
     Reply,
     SessionId,
 )
-from zklocks._session import WatchEvent
+from zklocks._vocabulary import WatchEvent
 
 
 async def run(flow: Flow, session: AsyncSession) -> Any:

@@ -11,13 +11,15 @@ import time
 from collections.abc import AsyncIterator, Iterable
 from types import TracebackType
 
-from zklocks import _election, _multilock, _validate
 from zklocks._asyncio import driver
 from zklocks._asyncio.locks import AsyncLock
-from zklocks._contenders import Contender
-from zklocks._errors import ClientClosed, LockLost, NotHeld
-from zklocks._lease import AsyncLease
-from zklocks._ops import Exists, GetChildren, Stat
+from zklocks._core import election as _election
+from zklocks._core import multilock as _multilock
+from zklocks._core import validate as _validate
+from zklocks._core.contenders import Contender
+from zklocks._core.errors import ClientClosed, LockLost, NotHeld
+from zklocks._core.lease import AsyncLease
+from zklocks._core.ops import Exists, GetChildren, Stat
 from zklocks._protocol.errors import NoNodeError
 
 

@@ -9,19 +9,19 @@ from __future__ import annotations
 import asyncio
 import time
 from types import TracebackType
-from typing import TYPE_CHECKING, Literal, overload
+from typing import Literal, Protocol, overload
 
-from zklocks import _events, _flow, _validate
 from zklocks._asyncio import driver
-from zklocks._contenders import Contender, list_contenders
-from zklocks._errors import LockError, LockLost
-from zklocks._holdings import LockConfig, LockCore
-from zklocks._lease import AsyncLease
-from zklocks._ops import Exists, GetChildren
+from zklocks._asyncio.session import AsyncSession
+from zklocks._core import events as _events
+from zklocks._core import flow as _flow
+from zklocks._core import validate as _validate
+from zklocks._core.contenders import Contender, list_contenders
+from zklocks._core.errors import LockError, LockLost
+from zklocks._core.lease import AsyncLease
+from zklocks._core.ops import Exists, GetChildren
+from zklocks._frontend.holdings import LockConfig, LockCore
 from zklocks._protocol.errors import NoNodeError
-
-if TYPE_CHECKING:
-    from zklocks._asyncio.client import AsyncClient
 
 
 def _current_task() -> asyncio.Task[object]:
@@ -31,12 +31,26 @@ def _current_task() -> asyncio.Task[object]:
     return task
 
 
+class LockHost(Protocol):
+    """What a lock needs of the client that made it (the client satisfies it).
+
+    Named here, not imported, so the client may import its lock classes and not the
+    other way round.
+    """
+
+    def _session_or_raise(self) -> AsyncSession: ...
+
+    def _session_or_none(self) -> AsyncSession | None: ...
+
+    def _watch_lease(self, acquired: _flow.Acquired) -> AsyncLease: ...
+
+
 class AsyncLock(LockCore[AsyncLease]):
     """A distributed lock for asyncio; one kind per object, shareable between tasks."""
 
     _current_owner = staticmethod(asyncio.current_task)
 
-    def __init__(self, client: AsyncClient, config: LockConfig) -> None:
+    def __init__(self, client: LockHost, config: LockConfig) -> None:
         super().__init__(config)
         self._client = client
 
@@ -92,7 +106,7 @@ class AsyncLock(LockCore[AsyncLease]):
         if acquired is None:
             return None
         lease = self._client._watch_lease(acquired)
-        probe.held(lease)
+        lease._label(probe.kind, probe.path)
         self._holdings.add(owner, lease)
         return lease
 

@@ -7,11 +7,11 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from zklocks._connection import Connection, SessionState
-from zklocks._native import facts_of, reply_of, submit_all, wrap_watcher
-from zklocks._ops import TIMED_OUT, GetData, Reply, Request
+from zklocks._core.ops import TIMED_OUT, GetData, Reply, Request
 from zklocks._protocol.errors import ClientClosedError, NoNodeError
-from zklocks._session import Watcher, WatchEvent, WatchKind
+from zklocks._transport.adapter import facts_of, reply_of, submit_all
+from zklocks._transport.connection import Connection
+from zklocks._vocabulary import SessionState, Watcher, WatchEvent, WatchKind
 
 
 def _retrieve(future: asyncio.Future[Any]) -> None:
@@ -64,7 +64,7 @@ class AsyncSession:
         if self.closed:
             watcher(WatchEvent(WatchKind.CLOSED, path))
             return
-        future = self.connection.submit(GetData(path), watcher=wrap_watcher(watcher))
+        future = self.connection.submit(GetData(path), watcher=watcher)
 
         def answered(future: asyncio.Future[Any]) -> None:
             if not future.cancelled() and isinstance(future.exception(), NoNodeError):

@@ -13,11 +13,11 @@ import click
 from zklocks._cli.options import Seconds
 from zklocks._cli.sanitise import clean
 from zklocks._cli.security import Security
-from zklocks._errors import ConnectionFailed, InvalidArgument, InvalidPath
-from zklocks._lockmaker import DEFAULT_HOSTS
+from zklocks._core.errors import ConnectionFailed, InvalidArgument, InvalidPath
+from zklocks._core.validate import hosts as hosts_string
+from zklocks._core.validate import lock_path
+from zklocks._frontend.lockmaker import DEFAULT_HOSTS
 from zklocks._sync.client import Client
-from zklocks._validate import hosts as hosts_string
-from zklocks._validate import lock_path
 
 # Exit statuses (sysexits.h where one fits), documented in docs/cli.md.
 EX_USAGE = 2  # click's own for usage errors

@@ -47,11 +47,11 @@ from zklocks._cli.common import (
 )
 from zklocks._cli.demo_crew import Crew, Event, ScenarioFailed
 from zklocks._cli.demo_screen import LiveScreen, PlainScreen, Row, Screen
+from zklocks._cli.inspect import Place, arm_change_watch, delete_tree, line_up
 from zklocks._cli.options import Seconds
 from zklocks._cli.sanitise import clean
-from zklocks._contenders import list_contenders
-from zklocks._errors import LockError
-from zklocks._inspect import Place, arm_change_watch, delete_tree, line_up
+from zklocks._core.contenders import list_contenders
+from zklocks._core.errors import LockError
 from zklocks._sync.client import Client
 from zklocks.fencing import FencedStore
 from zklocks.server import ServerError, ServerSetupError, ZooKeeperServer

@@ -33,11 +33,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from zklocks import Client, Lease, Lock
-from zklocks._errors import LockError
-from zklocks._ops import AwaitDeletion, Reply, Request, Wake
+from zklocks._core.errors import LockError
+from zklocks._core.ops import AwaitDeletion, Reply, Request, Wake
 from zklocks._protocol.errors import ZooKeeperError
-from zklocks._session import SyncSession, Watcher, WatchEvent, WatchKind
 from zklocks._sync import driver
+from zklocks._sync.session import SyncSession
+from zklocks._vocabulary import Watcher, WatchEvent, WatchKind
 from zklocks.fencing import FencedStore, StaleToken
 
 _print_lock = threading.Lock()

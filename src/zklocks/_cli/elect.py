@@ -38,8 +38,8 @@ from zklocks._cli.run import (
     kill_after_option,
 )
 from zklocks._cli.security import Security, security_options
-from zklocks._contenders import Contender
-from zklocks._errors import AccessDenied, LockError
+from zklocks._core.contenders import Contender
+from zklocks._core.errors import AccessDenied, LockError
 
 ELECT_EPILOG = """\b
 Examples:

@@ -23,7 +23,7 @@ from types import FrameType
 import click
 
 from zklocks._cli.common import EX_LOST
-from zklocks._lease import Lease
+from zklocks._core.lease import Lease
 
 CHECK_INTERVAL = 1.0
 

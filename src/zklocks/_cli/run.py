@@ -65,8 +65,8 @@ from zklocks._cli.hold import hold
 from zklocks._cli.options import Seconds
 from zklocks._cli.sanitise import clean
 from zklocks._cli.security import Security, security_options
-from zklocks._errors import AccessDenied, LockError, LockTimeout
-from zklocks._lease import Lease
+from zklocks._core.errors import AccessDenied, LockError, LockTimeout
+from zklocks._core.lease import Lease
 from zklocks._sync.client import Client
 from zklocks._sync.locks import Lock
 

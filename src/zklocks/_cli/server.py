@@ -199,8 +199,10 @@ def _announce(
     if files is None:
         click.echo('or from Python: zklocks.Client("' + zookeeper.hosts + '")')
     else:
-        chain = "" if client_auth == "none" else (
-            f"; ctx.load_cert_chain({str(files.client_cert)!r}, {str(files.client_key)!r})"
+        chain = (
+            ""
+            if client_auth == "none"
+            else (f"; ctx.load_cert_chain({str(files.client_cert)!r}, {str(files.client_key)!r})")
         )
         context = f"ssl.create_default_context(cafile={str(files.ca)!r})"
         click.echo(f"or from Python: ctx = {context}{chain}")

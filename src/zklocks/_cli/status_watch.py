@@ -41,10 +41,10 @@ from rich.live import Live
 from rich.text import Text
 
 from zklocks._cli.common import Failure, connect, fail
+from zklocks._cli.inspect import arm_change_watch
 from zklocks._cli.security import Security
-from zklocks._cli.status import REDRAW_INTERVAL, _console, _print, render, snapshot
-from zklocks._errors import ClientClosed, LockError
-from zklocks._inspect import arm_change_watch
+from zklocks._cli.status_view import REDRAW_INTERVAL, new_console, print_clean, render, snapshot
+from zklocks._core.errors import ClientClosed, LockError
 from zklocks._sync.client import Client
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -144,7 +144,7 @@ class _Screen:
         self.hosts = hosts
         self.path = path
         self.as_json = as_json
-        self.console = _console()
+        self.console = new_console()
         self.state: dict[str, Any] | None = None
         self.observed_at = 0.0
         self.down_since: float | None = None  # when we saw the connection gone
@@ -205,7 +205,7 @@ class _Screen:
             click.echo(json.dumps(state, separators=(",", ":")))
         else:
             self.console.print(Text(f"-- {state['at']}", style="dim"))
-            _print(self.console, render(state))
+            print_clean(self.console, render(state))
         sys.stdout.flush()
 
     def _frame(self) -> RenderableType:

@@ -1,11 +1,11 @@
 """ZooKeeper's wire protocol with no I/O in it (h11-style): encode requests, decode replies.
 
-The asyncio connection in ``zklocks._connection`` runs it; nothing here touches a socket
+The asyncio connection in ``zklocks._transport.connection`` runs it; nothing here touches a socket
 or reads a clock.
 
 * ``jute``       the record encoding's primitives (ints, longs, strings, buffers, vectors)
 * ``constants``  op codes, reserved xids, create modes, event types, watch kinds
-* ``records``    requests beyond the lock operations of ``zklocks._ops``; ACLs; full stats
+* ``records``    every request and reply record (the lock flows' included), ACLs, stats
 * ``codec``      each request's body and each reply's decoder; hosts and chroot
 * ``watches``    the client's watch table: routing events, restoring with setWatches
 * ``session``    the session state machine: handshake, pipelined xids, events

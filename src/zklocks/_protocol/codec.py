@@ -16,15 +16,13 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any, TypeAlias
 
-from zklocks import _ops
-from zklocks._ops import Created, NodeACL, NodeData, Stat
 from zklocks._protocol import jute
 from zklocks._protocol.constants import (
     PROTOCOL_VERSION,
     AddWatchMode,
     CreateMode,
     OpCode,
-    WatchKind,
+    WatchTable,
 )
 from zklocks._protocol.errors import error_for_code
 from zklocks._protocol.jute import (
@@ -49,15 +47,25 @@ from zklocks._protocol.records import (
     AddWatchRequest,
     CheckRequest,
     Children,
+    Create,
+    Created,
     CreateRequest,
+    Delete,
     DeleteRequest,
+    Exists,
     ExistsRequest,
+    GetACL,
+    GetChildren,
     GetChildrenRequest,
+    GetData,
     GetDataRequest,
     Id,
     MultiOp,
     MultiRequest,
+    NodeACL,
+    NodeData,
     SetDataRequest,
+    Stat,
     SyncRequest,
     ZnodeStat,
 )
@@ -213,7 +221,7 @@ def _path_int(path: str, value: int) -> bytes:
     return INT.pack(len(raw)) + raw + INT.pack(value)
 
 
-def _ops_create_mode(req: _ops.Create) -> CreateMode:
+def _ops_create_mode(req: Create) -> CreateMode:
     if req.container:
         if req.ephemeral or req.sequential:
             raise ValueError("a container node cannot be ephemeral or sequential")
@@ -306,13 +314,13 @@ def encode_set_watches(
 def _multi_op(op: MultiOp, chroot: str) -> tuple[int, bytes]:
     if isinstance(op, CreateRequest):
         return encode_create(to_server(op.path, chroot), op.data, op.mode, op.acl, op.ttl_ms)
-    if isinstance(op, _ops.Create):
+    if isinstance(op, Create):
         mode = _ops_create_mode(op)
         acl = op.acl or OPEN_ACL_UNSAFE
         return encode_create(to_server(op.path, chroot), op.data, mode, acl, 0)
     if isinstance(op, DeleteRequest):
         return OpCode.DELETE, _path_int(to_server(op.path, chroot), op.version)
-    if isinstance(op, _ops.Delete):
+    if isinstance(op, Delete):
         return OpCode.DELETE, _path_int(to_server(op.path, chroot), -1)
     if isinstance(op, SetDataRequest):
         return OpCode.SET_DATA, write_string(to_server(op.path, chroot)) + write_buffer(
@@ -489,8 +497,8 @@ class Plan:
         body: bytes,
         decode: Decoder,
         path: str | None,
-        ok_watch: WatchKind | None = None,
-        nonode_watch: WatchKind | None = None,
+        ok_watch: WatchTable | None = None,
+        nonode_watch: WatchTable | None = None,
     ) -> None:
         self.opcode = opcode
         self.body = body
@@ -557,7 +565,7 @@ def _b_delete(req: Any, chroot: str, watch: bool) -> Plan:
 def _b_ops_exists(req: Any, chroot: str, watch: bool) -> Plan:
     body = _path_watch(to_server(req.path, chroot), watch)
     if watch:
-        return Plan(OpCode.EXISTS, body, decode_exists, req.path, WatchKind.DATA, WatchKind.EXIST)
+        return Plan(OpCode.EXISTS, body, decode_exists, req.path, WatchTable.DATA, WatchTable.EXIST)
     return Plan(OpCode.EXISTS, body, decode_exists, req.path)
 
 
@@ -565,32 +573,32 @@ def _b_exists(req: Any, chroot: str, watch: bool) -> Plan:
     body = _path_watch(to_server(req.path, chroot), watch)
     if watch:
         return Plan(
-            OpCode.EXISTS, body, decode_exists_full, req.path, WatchKind.DATA, WatchKind.EXIST
+            OpCode.EXISTS, body, decode_exists_full, req.path, WatchTable.DATA, WatchTable.EXIST
         )
     return Plan(OpCode.EXISTS, body, decode_exists_full, req.path)
 
 
 def _b_ops_get_data(req: Any, chroot: str, watch: bool) -> Plan:
     body = _path_watch(to_server(req.path, chroot), watch)
-    kind = WatchKind.DATA if watch else None
+    kind = WatchTable.DATA if watch else None
     return Plan(OpCode.GET_DATA, body, decode_node_data, req.path, kind)
 
 
 def _b_get_data(req: Any, chroot: str, watch: bool) -> Plan:
     body = _path_watch(to_server(req.path, chroot), watch)
-    kind = WatchKind.DATA if watch else None
+    kind = WatchTable.DATA if watch else None
     return Plan(OpCode.GET_DATA, body, decode_node_data_full, req.path, kind)
 
 
 def _b_ops_get_children(req: Any, chroot: str, watch: bool) -> Plan:
     body = _path_watch(to_server(req.path, chroot), watch)
-    kind = WatchKind.CHILD if watch else None
+    kind = WatchTable.CHILD if watch else None
     return Plan(OpCode.GET_CHILDREN, body, decode_children, req.path, kind)
 
 
 def _b_get_children(req: Any, chroot: str, watch: bool) -> Plan:
     body = _path_watch(to_server(req.path, chroot), watch)
-    kind = WatchKind.CHILD if watch else None
+    kind = WatchTable.CHILD if watch else None
     return Plan(OpCode.GET_CHILDREN2, body, decode_children2, req.path, kind)
 
 
@@ -615,9 +623,9 @@ def _b_add_watch(req: Any, chroot: str, watch: bool) -> Plan:
     if not watch:
         raise ValueError("AddWatchRequest needs a watcher")
     kind = (
-        WatchKind.PERSISTENT_RECURSIVE
+        WatchTable.PERSISTENT_RECURSIVE
         if req.mode == AddWatchMode.PERSISTENT_RECURSIVE
-        else WatchKind.PERSISTENT
+        else WatchTable.PERSISTENT
     )
     body = _path_int(to_server(req.path, chroot), int(req.mode))
     return Plan(OpCode.ADD_WATCH, body, decode_nothing, req.path, kind)
@@ -629,12 +637,12 @@ def _b_multi(req: Any, chroot: str, watch: bool) -> Plan:
 
 
 _BUILDERS: dict[type, Callable[[Any, str, bool], Plan]] = {
-    _ops.Create: _b_ops_create,
-    _ops.Delete: _b_ops_delete,
-    _ops.Exists: _b_ops_exists,
-    _ops.GetData: _b_ops_get_data,
-    _ops.GetChildren: _b_ops_get_children,
-    _ops.GetACL: _b_ops_get_acl,
+    Create: _b_ops_create,
+    Delete: _b_ops_delete,
+    Exists: _b_ops_exists,
+    GetData: _b_ops_get_data,
+    GetChildren: _b_ops_get_children,
+    GetACL: _b_ops_get_acl,
     CreateRequest: _b_create,
     DeleteRequest: _b_delete,
     ExistsRequest: _b_exists,

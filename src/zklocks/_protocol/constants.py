@@ -121,7 +121,7 @@ class AddWatchMode(enum.IntEnum):
     PERSISTENT_RECURSIVE = 1
 
 
-class WatchKind(enum.Enum):
+class WatchTable(enum.Enum):
     """Which of the server's watch tables a watch lives in (and is restored to)."""
 
     DATA = "data"  # getData, or exists on a node that exists

@@ -1,11 +1,13 @@
-"""Requests and replies of the protocol beyond the five lock operations of ``zklocks._ops``.
+"""The records the client sends and receives, named after the jute records they encode.
 
-The lock flows speak ``zklocks._ops`` (``Create``, ``Delete``, ``GetChildren``,
-``GetData``, ``Exists``); the connection accepts those directly. Everything else a user
-of ZooKeeper needs is here, named after the jute records they encode: ``CreateRequest``
-(every create mode, ACLs, TTL), ``DeleteRequest`` and ``SetDataRequest`` (with a
-version), ``ExistsRequest`` / ``GetDataRequest`` / ``GetChildrenRequest`` (full stat),
-``CheckRequest`` (multi only), ``MultiRequest``, ``SyncRequest``, ``AddWatchRequest``.
+The lock flows' requests are the first six here (``Create``, ``Delete``, ``GetChildren``,
+``GetData``, ``Exists``, ``GetACL``) with their replies (``Created``, ``NodeData``,
+``Stat``, ``NodeACL``); they also say when they may still be sent (``deadline``,
+``retry``: read by drivers, ignored by the codec). The rest serve users of the
+connection beyond locks: ``CreateRequest`` (every create mode, TTL), ``DeleteRequest``
+and ``SetDataRequest`` (with a version), ``ExistsRequest`` / ``GetDataRequest`` /
+``GetChildrenRequest`` (full stat), ``CheckRequest`` (multi only), ``MultiRequest``,
+``SyncRequest``, ``AddWatchRequest``; ACLs and identities.
 """
 
 from __future__ import annotations
@@ -16,8 +18,101 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TypeAlias
 
-from zklocks._ops import Create, Created, Delete, NodeData, Stat
 from zklocks._protocol.constants import AddWatchMode, CreateMode, Perm
+
+
+@dataclass(frozen=True, slots=True)
+class Stat:
+    """The parts of a ZooKeeper ``Stat`` the lock flows and ``contenders()`` use."""
+
+    czxid: int
+    mzxid: int = 0
+    ctime_ms: int = 0
+    version: int = 0
+    ephemeral_owner: int = 0
+    num_children: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Created:
+    """Reply to ``Create``: the node's full path (with its sequence suffix) and its stat."""
+
+    path: str
+    stat: Stat
+
+
+@dataclass(frozen=True, slots=True)
+class NodeData:
+    """Reply to ``GetData``."""
+
+    data: bytes
+    stat: Stat
+
+
+@dataclass(frozen=True, slots=True)
+class NodeACL:
+    """Reply to ``GetACL``: the node's entries as the server stores them."""
+
+    entries: tuple[ACL, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Create:
+    """Create a node. Reply: ``Created``, or an error (``NoNodeError``: no parent)."""
+
+    path: str
+    data: bytes = b""
+    ephemeral: bool = True
+    sequential: bool = False
+    container: bool = False
+    deadline: float | None = None
+    retry: bool = False
+    acl: tuple[ACL, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Delete:
+    """Delete a node, any version. Reply: ``None`` or an error."""
+
+    path: str
+    deadline: float | None = None
+    retry: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class GetChildren:
+    """List a node's children (names only, no watch). Reply: ``list[str]`` or an error."""
+
+    path: str
+    deadline: float | None = None
+    retry: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class GetData:
+    """Read a node. Reply: ``NodeData`` or an error."""
+
+    path: str
+    deadline: float | None = None
+    retry: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Exists:
+    """Stat a node without a watch. Reply: ``Stat``, ``None`` when absent, or an error."""
+
+    path: str
+    deadline: float | None = None
+    retry: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class GetACL:
+    """Read a node's ACL. Reply: ``NodeACL`` or an error (``NoNodeError``)."""
+
+    path: str
+    deadline: float | None = None
+    retry: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +149,7 @@ def digest_acl(user: str, password: str, perms: int = Perm.ALL) -> ACL:
 
 @dataclass(frozen=True, slots=True)
 class ZnodeStat(Stat):
-    """Every field of ZooKeeper's ``Stat`` (a ``zklocks._ops.Stat`` with the rest added)."""
+    """Every field of ZooKeeper's ``Stat`` (a ``zklocks._core.ops.Stat`` with the rest added)."""
 
     mtime_ms: int = 0
     cversion: int = 0

@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, TypeAlias
 
 from zklocks._protocol.codec import encode_set_watches, to_server
-from zklocks._protocol.constants import EventType, OpCode, WatchKind
+from zklocks._protocol.constants import EventType, OpCode, WatchTable
 
 Watcher: TypeAlias = Callable[..., Any]
 
@@ -35,11 +35,11 @@ Watcher: TypeAlias = Callable[..., Any]
 # limit is the same 128 KiB).
 SET_WATCHES_MAX_BYTES = 128 * 1024
 
-_ONE_SHOT_FOR: dict[int, tuple[WatchKind, ...]] = {
-    EventType.CREATED: (WatchKind.DATA, WatchKind.EXIST),
-    EventType.CHANGED: (WatchKind.DATA, WatchKind.EXIST),
-    EventType.CHILD: (WatchKind.CHILD,),
-    EventType.DELETED: (WatchKind.DATA, WatchKind.EXIST, WatchKind.CHILD),
+_ONE_SHOT_FOR: dict[int, tuple[WatchTable, ...]] = {
+    EventType.CREATED: (WatchTable.DATA, WatchTable.EXIST),
+    EventType.CHANGED: (WatchTable.DATA, WatchTable.EXIST),
+    EventType.CHILD: (WatchTable.CHILD,),
+    EventType.DELETED: (WatchTable.DATA, WatchTable.EXIST, WatchTable.CHILD),
 }
 
 
@@ -56,14 +56,14 @@ class WatchRegistry:
 
     def __init__(self) -> None:
         # dict-as-ordered-set: a caller registered twice on the same watch is called once.
-        self._tables: dict[WatchKind, dict[str, dict[Watcher, None]]] = {
-            kind: {} for kind in WatchKind
+        self._tables: dict[WatchTable, dict[str, dict[Watcher, None]]] = {
+            kind: {} for kind in WatchTable
         }
 
-    def add(self, kind: WatchKind, path: str, watcher: Watcher) -> None:
+    def add(self, kind: WatchTable, path: str, watcher: Watcher) -> None:
         self._tables[kind].setdefault(path, {})[watcher] = None
 
-    def remove(self, kind: WatchKind, path: str, watcher: Watcher) -> bool:
+    def remove(self, kind: WatchTable, path: str, watcher: Watcher) -> bool:
         """Forget one caller (the server-side watch stays until it fires). True if found."""
         callers = self._tables[kind].get(path)
         if callers is None or watcher not in callers:
@@ -73,7 +73,7 @@ class WatchRegistry:
             del self._tables[kind][path]
         return True
 
-    def paths(self, kind: WatchKind) -> list[str]:
+    def paths(self, kind: WatchTable) -> list[str]:
         return list(self._tables[kind])
 
     def __len__(self) -> int:
@@ -90,12 +90,12 @@ class WatchRegistry:
             callers = tables[kind].pop(path, None)
             if callers:
                 found.update(callers)
-        persistent = tables[WatchKind.PERSISTENT]
+        persistent = tables[WatchTable.PERSISTENT]
         if persistent:
             callers = persistent.get(path)
             if callers:
                 found.update(callers)
-        recursive = tables[WatchKind.PERSISTENT_RECURSIVE]
+        recursive = tables[WatchTable.PERSISTENT_RECURSIVE]
         if recursive and event_type != EventType.CHILD:
             for parent in _parents(path):
                 callers = recursive.get(parent)
@@ -123,11 +123,11 @@ class WatchRegistry:
         lists = [
             [to_server(p, chroot) for p in t[kind]]
             for kind in (
-                WatchKind.DATA,
-                WatchKind.EXIST,
-                WatchKind.CHILD,
-                WatchKind.PERSISTENT,
-                WatchKind.PERSISTENT_RECURSIVE,
+                WatchTable.DATA,
+                WatchTable.EXIST,
+                WatchTable.CHILD,
+                WatchTable.PERSISTENT,
+                WatchTable.PERSISTENT_RECURSIVE,
             )
         ]
         if not any(lists):

@@ -10,18 +10,20 @@ from ssl import SSLContext
 from types import TracebackType
 from typing import Any, Protocol
 
-from zklocks import _events, _validate
-from zklocks._errors import ClientClosed, InvalidArgument
-from zklocks._flow import Acquired, Flow
-from zklocks._holdings import LockConfig
-from zklocks._lease import Lease, LeaseKeeper, SessionFacts
-from zklocks._lockmaker import DEFAULT_HOSTS, LockMaker, show_concrete_types
-from zklocks._nodes import ELECTION_KIND
-from zklocks._security import ACL
-from zklocks._session import SessionState, SyncSession
+from zklocks._core import events as _events
+from zklocks._core import validate as _validate
+from zklocks._core.errors import ClientClosed, InvalidArgument
+from zklocks._core.flow import Acquired, Flow
+from zklocks._core.lease import Lease, LeaseKeeper
+from zklocks._core.nodes import ELECTION_KIND
+from zklocks._core.security import ACL
+from zklocks._frontend.holdings import LockConfig
+from zklocks._frontend.lockmaker import DEFAULT_HOSTS, LockMaker, show_concrete_types
 from zklocks._sync import driver
 from zklocks._sync.election import Election, MultiLock
 from zklocks._sync.locks import Lock, ReadWriteLock
+from zklocks._sync.session import SyncSession
+from zklocks._vocabulary import SessionFacts, SessionState
 
 
 class StartableSession(SyncSession, Protocol):

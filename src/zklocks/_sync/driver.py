@@ -12,7 +12,7 @@ import threading
 import warnings
 from typing import Any
 
-from zklocks._drive import (
+from zklocks._core.drive import (
     first_gone,
     parent_creates,
     parents_reply,
@@ -21,8 +21,8 @@ from zklocks._drive import (
     wake_reply,
     watch_requests,
 )
-from zklocks._flow import Flow
-from zklocks._ops import (
+from zklocks._core.flow import Flow
+from zklocks._core.ops import (
     TIMED_OUT,
     AwaitDeletion,
     CreateParents,
@@ -31,7 +31,8 @@ from zklocks._ops import (
     Reply,
     SessionId,
 )
-from zklocks._session import SyncSession, WatchEvent
+from zklocks._sync.session import SyncSession
+from zklocks._vocabulary import WatchEvent
 
 
 def warn_if_in_event_loop(stacklevel: int) -> None:

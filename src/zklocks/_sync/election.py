@@ -1,8 +1,8 @@
 """The sync ``Election`` and ``MultiLock``: thin front ends over the one engine.
 
-An election is a lock of kind ``elect`` (see ``zklocks._election``): campaigning is
+An election is a lock of kind ``elect`` (see ``zklocks._core.election``): campaigning is
 acquiring, resigning is releasing, a term is a ``Lease``. A multi-lock takes its locks
-in one global order under one deadline (see ``zklocks._multilock``).
+in one global order under one deadline (see ``zklocks._core.multilock``).
 """
 
 from __future__ import annotations
@@ -12,12 +12,15 @@ import time
 from collections.abc import Iterable, Iterator
 from types import TracebackType
 
-from zklocks import _election, _multilock, _validate
-from zklocks._contenders import Contender
-from zklocks._errors import ClientClosed, LockLost, NotHeld
-from zklocks._lease import Lease
-from zklocks._ops import Exists, GetChildren, Stat
+from zklocks._core import election as _election
+from zklocks._core import multilock as _multilock
+from zklocks._core import validate as _validate
+from zklocks._core.contenders import Contender
+from zklocks._core.errors import ClientClosed, LockLost, NotHeld
+from zklocks._core.lease import Lease
+from zklocks._core.ops import Exists, GetChildren, Stat
 from zklocks._protocol.errors import NoNodeError
+from zklocks._sync import driver
 from zklocks._sync.locks import Lock
 
 
@@ -49,7 +52,9 @@ class Election(Lock):
 
     def leader(self) -> Contender | None:
         """Who leads now, as any client sees it (None: nobody)."""
-        leader: Contender | None = self._client._run(_election.read_leader(self.path))
+        leader: Contender | None = driver.run(
+            _election.read_leader(self.path), self._client._session_or_raise()
+        )
         return leader
 
     def observe(self, timeout: float | None = None) -> Iterator[Contender | None]:
@@ -81,7 +86,9 @@ class Election(Lock):
     def _await_change(self, leader: Contender | None, deadline: float | None) -> bool:
         """Wait for the leader's node to go (or, with no leader, for a candidate)."""
         if leader is not None:
-            changed: bool = self._client._run(_election.await_leader_gone(leader.node, deadline))
+            changed: bool = driver.run(
+                _election.await_leader_gone(leader.node, deadline), self._client._session_or_raise()
+            )
             return changed
         session = self._client._session_or_raise()
         event = threading.Event()

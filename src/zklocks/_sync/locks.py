@@ -10,19 +10,33 @@ from __future__ import annotations
 import threading
 import time
 from types import TracebackType
-from typing import TYPE_CHECKING, Literal, overload
+from typing import Literal, Protocol, overload
 
-from zklocks import _events, _flow, _validate
-from zklocks._contenders import Contender, list_contenders
-from zklocks._errors import LockLost
-from zklocks._holdings import LockConfig, LockCore
-from zklocks._lease import Lease
-from zklocks._ops import Exists, GetChildren
+from zklocks._core import events as _events
+from zklocks._core import flow as _flow
+from zklocks._core import validate as _validate
+from zklocks._core.contenders import Contender, list_contenders
+from zklocks._core.errors import LockLost
+from zklocks._core.lease import Lease
+from zklocks._core.ops import Exists, GetChildren
+from zklocks._frontend.holdings import LockConfig, LockCore
 from zklocks._protocol.errors import NoNodeError
 from zklocks._sync import driver
+from zklocks._sync.session import SyncSession
 
-if TYPE_CHECKING:
-    from zklocks._sync.client import Client
+
+class LockHost(Protocol):
+    """What a lock needs of the client that made it (the client satisfies it).
+
+    Named here, not imported, so the client may import its lock classes and not the
+    other way round.
+    """
+
+    def _session_or_raise(self) -> SyncSession: ...
+
+    def _session_or_none(self) -> SyncSession | None: ...
+
+    def _watch_lease(self, acquired: _flow.Acquired) -> Lease: ...
 
 
 class Lock(LockCore[Lease]):
@@ -36,7 +50,7 @@ class Lock(LockCore[Lease]):
 
     _current_owner = staticmethod(threading.get_ident)
 
-    def __init__(self, client: Client, config: LockConfig) -> None:
+    def __init__(self, client: LockHost, config: LockConfig) -> None:
         super().__init__(config)
         self._client = client
 
@@ -92,7 +106,7 @@ class Lock(LockCore[Lease]):
         if acquired is None:
             return None
         lease = self._client._watch_lease(acquired)
-        probe.held(lease)
+        lease._label(probe.kind, probe.path)
         self._holdings.add(owner, lease)
         return lease
 

@@ -21,17 +21,17 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from zklocks._connection import Connection, SessionState
-from zklocks._errors import InvalidArgument
-from zklocks._native import connection_failed, facts_of, reply_of, submit_all, wrap_watcher
-from zklocks._ops import TIMED_OUT, GetData, Reply, Request
+from zklocks._core.errors import InvalidArgument
+from zklocks._core.ops import TIMED_OUT, GetData, Reply, Request
 from zklocks._protocol.errors import (
     ClientClosedError,
     ConnectionFailedError,
     NoNodeError,
     ZooKeeperError,
 )
-from zklocks._session import StateListener, Watcher, WatchEvent, WatchKind
+from zklocks._transport.adapter import connection_failed, facts_of, reply_of, submit_all
+from zklocks._transport.connection import Connection
+from zklocks._vocabulary import SessionState, StateListener, Watcher, WatchEvent, WatchKind
 
 
 class _Latch:
@@ -353,7 +353,7 @@ class NativeSession:
             watcher(WatchEvent(WatchKind.CLOSED, path))
 
     def _watch_node(self, path: str, watcher: Watcher) -> None:
-        future = self._connection.submit(GetData(path), watcher=wrap_watcher(watcher))
+        future = self._connection.submit(GetData(path), watcher=watcher)
 
         def answered(future: asyncio.Future[Any]) -> None:
             if future.cancelled():

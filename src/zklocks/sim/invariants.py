@@ -1,6 +1,6 @@
 """What must hold after every step of a simulated schedule, and at its end.
 
-Judged against the *true* rules (``zklocks._strategies.decide`` imported here, so a
+Judged against the *true* rules (``zklocks._core.strategies.decide`` imported here, so a
 strategy planted into the flows cannot vouch for itself) and the model's ground truth.
 
 After every step
@@ -48,11 +48,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from zklocks import _nodes
-from zklocks._strategies import Granted, decide
+from zklocks._core import nodes as _nodes
+from zklocks._core.strategies import Granted, decide
 
 if TYPE_CHECKING:
-    from zklocks._flow import AcquireSpec
+    from zklocks._core.flow import AcquireSpec
     from zklocks.sim.scheduler import Holding, SimClient, Simulation
 
 
@@ -220,8 +220,7 @@ class Checker:
         top = self._tops.get(path, 0)
         if holding.token <= top:
             raise Violation(
-                f"fencing token went backwards on {path}: {client} got {holding.token} "
-                f"after {top}"
+                f"fencing token went backwards on {path}: {client} got {holding.token} after {top}"
             )
         self._tops[path] = holding.token
 

@@ -44,7 +44,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 
-from zklocks._ops import (
+from zklocks._core.ops import (
     Create,
     Created,
     Delete,
@@ -65,7 +65,7 @@ from zklocks._protocol.errors import (
     SessionExpiredError,
     ZooKeeperError,
 )
-from zklocks._session import Watcher, WatchEvent, WatchKind
+from zklocks._vocabulary import Watcher, WatchEvent, WatchKind
 
 _HALF = 1 << 31
 _WRAP = 1 << 32
@@ -237,7 +237,7 @@ class Model:
     # -- requests ---------------------------------------------------------------------
 
     def apply(self, session_id: int, request: Request, *, watch: bool = False) -> Reply:
-        """Run one ``zklocks._ops`` request for a session; reply as a driver would."""
+        """Run one ``zklocks._core.ops`` request for a session; reply as a driver would."""
         if isinstance(request, Create):
             return self.create(
                 session_id,

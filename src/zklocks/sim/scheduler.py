@@ -3,7 +3,7 @@
 Theory of operation
 -------------------
 Each simulated client runs a *program*: for every cycle of its script, think, run
-``zklocks._flow.acquire`` to its end, hold, run ``zklocks._flow.release``. The flows are
+``zklocks._core.flow.acquire`` to its end, hold, run ``zklocks._core.flow.release``. The flows are
 the real ones; only the driver is the simulator's (``SimClient.drive``, which does what
 ``zklocks._sync.driver`` does, against the model). A program is a generator that yields
 *actions* — send one request, wait for a connection, wait for a watch, sleep — and the
@@ -21,7 +21,7 @@ Sessions: a connected, running client pings continuously, so the server keeps he
 from it and its ``last_answered_sent`` is now. A client cut off (``DropRequest``) or
 frozen (``Pause``) is silent: the server expires its session a session timeout after it
 last heard from it, and the client's lease is lost by the clock rule
-(``zklocks._lease.loss_deadline``) no later than that. The server closes an expired
+(``zklocks._core.lease.loss_deadline``) no later than that. The server closes an expired
 session's connection; the client learns of the expiry when it reconnects (kazoo's LOST),
 fails what waited to be sent with ``SessionExpiredError``, fires SESSION_LOST to its
 watchers and carries on in a new session.
@@ -43,8 +43,10 @@ from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
-from zklocks import _flow, _multilock, _nodes
-from zklocks._drive import (
+from zklocks._core import flow as _flow
+from zklocks._core import multilock as _multilock
+from zklocks._core import nodes as _nodes
+from zklocks._core.drive import (
     ancestors,
     first_gone,
     parent_creates,
@@ -53,9 +55,9 @@ from zklocks._drive import (
     wake_reply,
     watch_requests,
 )
-from zklocks._errors import InvalidArgument, LockTimeout
-from zklocks._lease import Lease, LeaseKeeper, SessionFacts
-from zklocks._ops import (
+from zklocks._core.errors import InvalidArgument, LockTimeout
+from zklocks._core.lease import Lease, LeaseKeeper
+from zklocks._core.ops import (
     TIMED_OUT,
     AwaitDeletion,
     Create,
@@ -71,6 +73,7 @@ from zklocks._ops import (
     Stat,
     Wake,
 )
+from zklocks._core.strategies import Decision
 from zklocks._protocol.errors import (
     ClientClosedError,
     ConnectionLossError,
@@ -78,8 +81,7 @@ from zklocks._protocol.errors import (
     SessionExpiredError,
     ZooKeeperError,
 )
-from zklocks._session import SessionState, Watcher, WatchEvent, WatchKind
-from zklocks._strategies import Decision
+from zklocks._vocabulary import SessionFacts, SessionState, Watcher, WatchEvent, WatchKind
 from zklocks.sim.faults import (
     DelayWatch,
     DeleteNode,
@@ -103,7 +105,7 @@ MAX_STEPS = 50_000
 
 DecideFn: TypeAlias = Callable[[Any, Sequence[Any]], Decision]
 AcquireFn: TypeAlias = Callable[[_flow.AcquireSpec], _flow.Flow]
-"""Makes the acquire flow of one call: ``zklocks._flow.acquire``, or a test's variant
+"""Makes the acquire flow of one call: ``zklocks._core.flow.acquire``, or a test's variant
 of it (to plant an old behaviour and show that the simulator finds it)."""
 
 

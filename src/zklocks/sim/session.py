@@ -26,8 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import cast
 
-from zklocks._lease import SessionFacts
-from zklocks._ops import TIMED_OUT, Created, Exists, GetData, NodeData, Reply, Request
+from zklocks._core.ops import TIMED_OUT, Created, Exists, GetData, NodeData, Reply, Request
 from zklocks._protocol.errors import (
     ClientClosedError,
     NodeExistsError,
@@ -35,7 +34,14 @@ from zklocks._protocol.errors import (
     SessionExpiredError,
     ZooKeeperError,
 )
-from zklocks._session import SessionState, StateListener, Watcher, WatchEvent, WatchKind
+from zklocks._vocabulary import (
+    SessionFacts,
+    SessionState,
+    StateListener,
+    Watcher,
+    WatchEvent,
+    WatchKind,
+)
 from zklocks.sim.model import ClientWatches, FullStat, Model
 
 SessionFactory = Callable[..., "SimSession"]

@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from zklocks import _ops
+from zklocks._core import ops as _ops
 from zklocks._protocol import codec
 from zklocks._protocol.constants import AddWatchMode, CreateMode, OpCode, Xid
 from zklocks._protocol.records import (

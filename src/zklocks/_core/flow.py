@@ -2,7 +2,7 @@
 
 Theory of operation
 -------------------
-A flow yields an operation (``zklocks._ops``) and is resumed with its reply; the sync
+A flow yields an operation (``zklocks._core.ops``) and is resumed with its reply; the sync
 driver, the asyncio driver and the simulator run the same flows, so each rule below is
 written once and explored by the simulator under faults.
 
@@ -19,7 +19,7 @@ Queued kinds (fair lock, read, write, semaphore lease):
    client's ``acl`` is not open) the pipeline also reads the lock directory's ACL: a
    directory that grants more than asked is refused and our node deleted
    (``_check_directory``; docs/security.md).
-2. **Decide.** The strategy for our kind (``zklocks._strategies``) says granted, or which
+2. **Decide.** The strategy for our kind (``zklocks._core.strategies``) says granted, or which
    earlier nodes block us. Sequence numbers are integers ordered across the 32-bit wrap.
 3. **Wait.** Watch the blockers (getData-watches) and wait, with what remains of the one
    deadline of the call, until one is *deleted*. Never trust a wake-up: decide again with
@@ -66,9 +66,9 @@ from collections.abc import Generator
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeAlias, TypeVar
 
-from zklocks import _nodes
-from zklocks._errors import AccessDenied, ClientClosed, InvalidArgument, LockError, LockTimeout
-from zklocks._ops import (
+from zklocks._core import nodes as _nodes
+from zklocks._core.errors import AccessDenied, ClientClosed, InvalidArgument, LockError, LockTimeout
+from zklocks._core.ops import (
     TIMED_OUT,
     AwaitDeletion,
     Create,
@@ -87,6 +87,8 @@ from zklocks._ops import (
     SessionId,
     Stat,
 )
+from zklocks._core.security import AclPolicy, public_acl, weak_directory_message, weaker_entries
+from zklocks._core.strategies import Granted, Refused, WaitFor, decide
 from zklocks._protocol.errors import (
     ClientClosedError,
     ConnectionLossError,
@@ -97,8 +99,6 @@ from zklocks._protocol.errors import (
     ZooKeeperError,
 )
 from zklocks._protocol.records import ACL
-from zklocks._security import AclPolicy, public_acl, weak_directory_message, weaker_entries
-from zklocks._strategies import Granted, Refused, WaitFor, decide
 
 Flow: TypeAlias = Generator[Op, Any, Any]
 T = TypeVar("T")
@@ -523,9 +523,7 @@ def _create_parents(spec: AcquireSpec, *, retry: bool = False) -> Generator[Op, 
     A lost connection, an expired session (the next create uses the new one) or an
     ancestor container reaped meanwhile all mean: try the create again.
     """
-    reply = yield CreateParents(
-        spec.path, deadline=spec.deadline, retry=retry, acl=spec.node_acl
-    )
+    reply = yield CreateParents(spec.path, deadline=spec.deadline, retry=retry, acl=spec.node_acl)
     if reply is TIMED_OUT:
         raise LockTimeout(f"timed out waiting for a connection to lock {spec.path}")
     try_again = ConnectionLossError | SessionExpiredError | NoNodeError

@@ -9,11 +9,12 @@ import ssl as _ssl
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
-from zklocks import _security, _validate
-from zklocks._errors import InvalidArgument
-from zklocks._events import ConnectionState, StateListener, StateListeners
-from zklocks._holdings import LockConfig, PathPeers, make_config
-from zklocks._lease import SessionFacts
+from zklocks._core import security as _security
+from zklocks._core import validate as _validate
+from zklocks._core.errors import InvalidArgument
+from zklocks._core.events import ConnectionState, StateListener, StateListeners
+from zklocks._frontend.holdings import LockConfig, PathPeers, make_config
+from zklocks._vocabulary import SessionFacts
 
 LockT = TypeVar("LockT")
 ReadWriteT = TypeVar("ReadWriteT")

@@ -3,8 +3,8 @@
 Theory of operation
 -------------------
 A candidate is a contender of kind ``elect`` (``elect-<attempt>-<sequence>``) under the
-election path, and campaigning is acquiring: the one engine (``zklocks._flow``) creates
-the node, and the exclusive rule (``zklocks._strategies``) makes the head of the line
+election path, and campaigning is acquiring: the one engine (``zklocks._core.flow``) creates
+the node, and the exclusive rule (``zklocks._core.strategies``) makes the head of the line
 the leader and has every other candidate watch only its immediate predecessor. When the
 leader goes (resigns, dies, its session expires) exactly one candidate is woken: the
 next in line, which leads with a larger fencing token (its node's creation zxid).
@@ -23,11 +23,11 @@ from __future__ import annotations
 from collections.abc import Generator
 from typing import Any
 
-from zklocks import _nodes
-from zklocks._contenders import Contender, _contender
-from zklocks._errors import ClientClosed, LockError
-from zklocks._flow import access_denied
-from zklocks._ops import TIMED_OUT, AwaitDeletion, GetChildren, GetData, NodeData, Op
+from zklocks._core import nodes as _nodes
+from zklocks._core.contenders import Contender, _contender
+from zklocks._core.errors import ClientClosed, LockError
+from zklocks._core.flow import access_denied
+from zklocks._core.ops import TIMED_OUT, AwaitDeletion, GetChildren, GetData, NodeData, Op
 from zklocks._protocol.errors import (
     ClientClosedError,
     ConnectionLossError,

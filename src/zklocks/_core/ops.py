@@ -1,6 +1,6 @@
 """The operations a lock flow yields and the replies a driver sends back.
 
-A flow (``zklocks._flow``) never performs I/O: it yields one of the operations below
+A flow (``zklocks._core.flow``) never performs I/O: it yields one of the operations below
 and is resumed with the reply. Three drivers run flows — the sync front end, the asyncio
 front end and the simulator — so this module is their whole contract:
 
@@ -40,12 +40,46 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeAlias
+from typing import TypeAlias
 
 from zklocks._protocol.errors import ZooKeeperError
+from zklocks._protocol.records import (
+    ACL,
+    Create,
+    Created,
+    Delete,
+    Exists,
+    GetACL,
+    GetChildren,
+    GetData,
+    NodeACL,
+    NodeData,
+    Stat,
+)
 
-if TYPE_CHECKING:  # records imports this module
-    from zklocks._protocol.records import ACL
+__all__ = [
+    "ACL",
+    "TIMED_OUT",
+    "AwaitDeletion",
+    "Create",
+    "CreateParents",
+    "Created",
+    "Delete",
+    "Exists",
+    "GetACL",
+    "GetChildren",
+    "GetData",
+    "Gone",
+    "NodeACL",
+    "NodeData",
+    "Op",
+    "Pipeline",
+    "Reply",
+    "Request",
+    "SessionId",
+    "Stat",
+    "Wake",
+]
 
 
 class Wake(enum.Enum):
@@ -65,91 +99,6 @@ class Gone:
 
 
 @dataclass(frozen=True, slots=True)
-class Stat:
-    """The parts of a ZooKeeper ``Stat`` the lock flows and ``contenders()`` use."""
-
-    czxid: int
-    mzxid: int = 0
-    ctime_ms: int = 0
-    version: int = 0
-    ephemeral_owner: int = 0
-    num_children: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class Created:
-    """Reply to ``Create``: the node's full path (with its sequence suffix) and its stat."""
-
-    path: str
-    stat: Stat
-
-
-@dataclass(frozen=True, slots=True)
-class NodeData:
-    """Reply to ``GetData``."""
-
-    data: bytes
-    stat: Stat
-
-
-@dataclass(frozen=True, slots=True)
-class NodeACL:
-    """Reply to ``GetACL``: the node's entries as the server stores them."""
-
-    entries: tuple[ACL, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class Create:
-    """Create a node. Reply: ``Created``, or an error (``NoNodeError``: no parent)."""
-
-    path: str
-    data: bytes = b""
-    ephemeral: bool = True
-    sequential: bool = False
-    container: bool = False
-    deadline: float | None = None
-    retry: bool = False
-    acl: tuple[ACL, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class Delete:
-    """Delete a node, any version. Reply: ``None`` or an error."""
-
-    path: str
-    deadline: float | None = None
-    retry: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class GetChildren:
-    """List a node's children (names only, no watch). Reply: ``list[str]`` or an error."""
-
-    path: str
-    deadline: float | None = None
-    retry: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class GetData:
-    """Read a node. Reply: ``NodeData`` or an error."""
-
-    path: str
-    deadline: float | None = None
-    retry: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class Exists:
-    """Stat a node without a watch. Reply: ``Stat``, ``None`` when absent, or an error."""
-
-    path: str
-    deadline: float | None = None
-    retry: bool = False
-
-
-@dataclass(frozen=True, slots=True)
 class CreateParents:
     """Create ``path`` and its missing ancestors as container nodes. Reply: ``None`` or error."""
 
@@ -157,15 +106,6 @@ class CreateParents:
     deadline: float | None = None
     retry: bool = False
     acl: tuple[ACL, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class GetACL:
-    """Read a node's ACL. Reply: ``NodeACL`` or an error (``NoNodeError``)."""
-
-    path: str
-    deadline: float | None = None
-    retry: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,7 +31,7 @@ that needs a clock, a socket or a callback:
   a full session timeout has passed since the last answered request was sent without a
   connection coming back (the server must have expired it by then: it cannot have heard
   from us later than we sent). Every watcher is then called once with
-  ``WatchEvent(NONE, LOST, path)``, queued requests fail with ``SessionExpiredError``,
+  ``WatchEvent(SESSION_LOST, path)``, queued requests fail with ``SessionExpiredError``,
   and a new session is established; requests submitted from then on use it.
 * **Lease time.** ``last_answered_sent`` is the ``time.monotonic()`` at which the most
   recently answered request (pings and the handshake included) was sent: the server
@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import enum
 import logging
 import os
 import random
@@ -54,11 +53,11 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
-from zklocks import _diagnose, _events, _security
-from zklocks._ops import Created, NodeData
+from zklocks._core import events as _events
+from zklocks._core import security as _security
+from zklocks._core.ops import Created, NodeData
 from zklocks._protocol import codec
 from zklocks._protocol.constants import DEFAULT_MAX_BUFFER, AddWatchMode, CreateMode, EventType
 from zklocks._protocol.errors import (
@@ -93,8 +92,19 @@ from zklocks._protocol.session import (
     Reply,
     Session,
 )
+from zklocks._transport import diagnose as _diagnose
+from zklocks._vocabulary import SessionState, StateListener, Watcher, WatchEvent, WatchKind
 
-__all__ = ["Connection", "EventType", "SessionState", "WatchEvent"]
+__all__ = ["Connection"]
+
+# the wire's event types in the shared vocabulary (a session end is told separately)
+_KINDS: dict[int, WatchKind] = {
+    EventType.CREATED.value: WatchKind.CREATED,
+    EventType.DELETED.value: WatchKind.DELETED,
+    EventType.CHANGED.value: WatchKind.CHANGED,
+    EventType.CHILD.value: WatchKind.CHILD,
+}
+_ENDS = {SessionState.LOST: WatchKind.SESSION_LOST, SessionState.CLOSED: WatchKind.CLOSED}
 
 log = logging.getLogger("zklocks.connection")
 
@@ -103,29 +113,6 @@ _BACKOFF_MIN = 0.02
 _BACKOFF_MAX = 1.0
 _MERGE_ANSWERS = 0.005  # answers closer than this share one entry of the proof history
 _DEFAULT_LAG_SHARE = 4  # on an ensemble, ensemble_lag defaults to session_timeout / 4
-
-
-class SessionState(enum.Enum):
-    """Where the connection's session stands (see the module docstring)."""
-
-    CONNECTING = "connecting"
-    CONNECTED = "connected"
-    SUSPENDED = "suspended"
-    LOST = "lost"
-    CLOSED = "closed"
-
-
-@dataclass(frozen=True, slots=True)
-class WatchEvent:
-    """What a watcher is called with: why it fired, the session state, the client's path."""
-
-    type: EventType
-    state: SessionState
-    path: str
-
-
-Watcher = Callable[[WatchEvent], Any]
-Listener = Callable[[SessionState], Any]
 
 
 class _Wire(asyncio.Protocol):
@@ -192,7 +179,7 @@ class Connection:
             max_request_size=max_request_size,
         )
         self._state = SessionState.CONNECTING
-        self._listeners: list[Listener] = []
+        self._listeners: list[StateListener] = []
         self._queue: deque[tuple[object, asyncio.Future[Any], Watcher | None]] = deque()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wire: _Wire | None = None  # the established connection, if any
@@ -287,7 +274,7 @@ class Connection:
         """``host:port`` of every server, in the order they are tried."""
         return [f"{host}:{port}" for host, port in self._addresses]
 
-    def add_state_listener(self, fn: Listener) -> Callable[[], None]:
+    def add_state_listener(self, fn: StateListener) -> Callable[[], None]:
         """Call ``fn(state)`` on every state change (on the loop thread); returns a remover."""
         self._listeners.append(fn)
 
@@ -620,12 +607,11 @@ class Connection:
     def _notify(self, event: Notification) -> None:
         if not event.watchers:
             return
-        try:
-            etype = EventType(event.event_type)
-        except ValueError:
+        kind = _KINDS.get(event.event_type)
+        if kind is None:
             log.warning("unknown watch event type %r on %s", event.event_type, event.path)
             return
-        watch_event = WatchEvent(etype, SessionState.CONNECTED, event.path)
+        watch_event = WatchEvent(kind, event.path)
         for watcher in event.watchers:
             try:
                 watcher(watch_event)
@@ -635,7 +621,7 @@ class Connection:
     def _notify_all(self, watchers: list[tuple[str, Any]], state: SessionState) -> None:
         for path, watcher in watchers:
             try:
-                watcher(WatchEvent(EventType.NONE, state, path))
+                watcher(WatchEvent(_ENDS[state], path))
             except Exception:
                 log.exception("watcher %r failed on the %s notice", watcher, state.name)
 

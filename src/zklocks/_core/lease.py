@@ -29,19 +29,11 @@ import threading
 import time
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-from zklocks import _events
-
-if TYPE_CHECKING:
-    from zklocks._session import SessionState, Watcher, WatchEvent
+from zklocks._core import events as _events
+from zklocks._vocabulary import SessionFacts, SessionState, Watcher, WatchEvent, WatchKind
 
 LostCallback = Callable[["LeaseBase"], None]
-
-
-def _never() -> bool:
-    return False
 
 
 def loss_deadline(last_answered_sent: float | None, session_timeout: float) -> float | None:
@@ -49,19 +41,6 @@ def loss_deadline(last_answered_sent: float | None, session_timeout: float) -> f
     if last_answered_sent is None:
         return None
     return last_answered_sent + session_timeout
-
-
-@dataclass(frozen=True, slots=True)
-class SessionFacts:
-    """What a lease asks of the client's session: pure values and a clock."""
-
-    clock: Callable[[], float]
-    session_timeout: Callable[[], float]
-    last_answered_sent: Callable[[], float | None]
-    connected: Callable[[], bool]
-    # True on an ensemble: the lease's instant can pass while the connection is still
-    # up (a member cut off from the leader goes on answering), so it is timed then too.
-    lagging: Callable[[], bool] = _never
 
 
 class LeaseBase:
@@ -108,6 +87,15 @@ class LeaseBase:
     def owner(self) -> int:
         """The id of the ZooKeeper session that created our node (0 if unknown)."""
         return self._owner
+
+    def _label(self, kind: str, path: str) -> None:
+        """Named by the lock that made it (for logs and metrics); counted as held until it
+        ends. A lease lost or released meanwhile is never counted, so never uncounted."""
+        self._kind = kind
+        self._path = path
+        with self._mutex:
+            if self._lost_reason is None and not self._ended:
+                self._counted = _events.lease_held(kind, path)
 
     def __repr__(self) -> str:
         state = "lost" if self.lost else "suspended" if self.suspended else "held"
@@ -161,7 +149,8 @@ class LeaseBase:
             self._lost_reason = reason
             callbacks, self._callbacks = self._callbacks, []
             counted, self._counted = self._counted, False
-        _events.lease_lost(self, reason, code, counted)
+        held_for = time.monotonic() - self._granted_at
+        _events.lease_lost(self._kind, self._path, held_for, self._token, (reason, code), counted)
         self._wake_waiters()
         for callback in callbacks:
             callback(self)
@@ -182,7 +171,7 @@ class LeaseBase:
             self._ended = True
             self._callbacks.clear()
             counted, self._counted = self._counted, False
-        _events.lease_released(self, counted)
+        _events.lease_released(self._kind, self._path, time.monotonic() - self._granted_at, counted)
 
 
 class Lease(LeaseBase):
@@ -260,8 +249,6 @@ class LeaseKeeper:
 
     def track(self, lease: LeaseBase, watch_node: Callable[[str, Watcher], None]) -> None:
         """Start watching ``lease``; ``watch_node`` sets an exists-watch on its node."""
-        from zklocks._session import WatchKind
-
         self._leases.add(lease)
 
         def on_event(event: WatchEvent) -> None:
@@ -283,8 +270,6 @@ class LeaseKeeper:
             self._arm_timer()
 
     def on_state(self, state: SessionState) -> None:
-        from zklocks._session import SessionState
-
         if state is SessionState.LOST:
             self.mark_all_lost("the ZooKeeper session expired", "session_expired")
         elif state is SessionState.CLOSED:

@@ -12,13 +12,13 @@ from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any
 
-from zklocks import _nodes
-from zklocks._errors import LockError
-from zklocks._flow import access_denied
-from zklocks._ops import GetACL, GetChildren, GetData, NodeACL, NodeData, Op, Pipeline
+from zklocks._core import nodes as _nodes
+from zklocks._core.errors import LockError
+from zklocks._core.flow import access_denied
+from zklocks._core.ops import GetACL, GetChildren, GetData, NodeACL, NodeData, Op, Pipeline
+from zklocks._core.strategies import holders
 from zklocks._protocol.errors import ConnectionLossError, NoAuthError, NoNodeError
 from zklocks._protocol.records import ACL
-from zklocks._strategies import holders
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from zklocks._ops import TIMED_OUT, Create, GetData, Gone, NodeData, Op, Pipeline, Reply, Stat
+from zklocks._core.ops import TIMED_OUT, Create, GetData, Gone, NodeData, Op, Pipeline, Reply, Stat
 from zklocks._protocol.constants import Perm
 from zklocks._protocol.errors import (
     ClientClosedError,
@@ -15,7 +15,7 @@ from zklocks._protocol.errors import (
     ZooKeeperError,
 )
 from zklocks._protocol.records import ACL, Id
-from zklocks._session import WatchEvent, WatchKind
+from zklocks._vocabulary import WatchEvent, WatchKind
 
 
 def pipeline_deadline(op: Pipeline) -> float | None:
@@ -56,8 +56,7 @@ def parent_creates(path: str, acl: tuple[ACL, ...] = ()) -> list[Create]:
     paths = ancestors(path)
     shared = acl + _CREATE_AND_READ if acl else acl
     return [
-        Create(p, ephemeral=False, container=True, acl=acl if p == path else shared)
-        for p in paths
+        Create(p, ephemeral=False, container=True, acl=acl if p == path else shared) for p in paths
     ]
 
 

@@ -15,11 +15,12 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from zklocks import _nodes, _validate
-from zklocks._errors import AlreadyHeld, NotHeld
-from zklocks._flow import AcquireSpec
-from zklocks._lease import LeaseBase
-from zklocks._security import AclPolicy
+from zklocks._core import nodes as _nodes
+from zklocks._core import validate as _validate
+from zklocks._core.errors import AlreadyHeld, NotHeld
+from zklocks._core.flow import AcquireSpec
+from zklocks._core.lease import LeaseBase
+from zklocks._core.security import AclPolicy
 
 _HOST = socket.gethostname()
 

@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TypeAlias
 
-from zklocks._nodes import ELECTION_KIND, EXCLUSIVE_KINDS, NodeName
+from zklocks._core.nodes import ELECTION_KIND, EXCLUSIVE_KINDS, NodeName
 
 
 @dataclass(frozen=True, slots=True)

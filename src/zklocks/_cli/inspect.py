@@ -1,8 +1,8 @@
 """Read-only views of locks for people and tools: ``zklocks status``, ``ls`` and ``demo``.
 
-Like ``list_contenders`` these are flows (no I/O: they yield ``zklocks._ops`` and are
+Like ``list_contenders`` these are flows (no I/O: they yield ``zklocks._core.ops`` and are
 sent replies), run with ``Client._run``. Who holds and whom each waiter watches are
-computed with the very strategies the locks use (``zklocks._strategies.decide``), so
+computed with the very strategies the locks use (``zklocks._core.strategies.decide``), so
 what an operator sees is what the locks decide, not a second opinion.
 
 ``arm_change_watch`` is the one helper that needs a live session: it sets a ZooKeeper
@@ -17,18 +17,18 @@ from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from zklocks import _nodes
-from zklocks._contenders import Contender
-from zklocks._errors import LockError
-from zklocks._flow import access_denied
-from zklocks._ops import Delete, Exists, GetChildren, Op, Pipeline, Stat
+from zklocks._core import nodes as _nodes
+from zklocks._core.contenders import Contender
+from zklocks._core.errors import LockError
+from zklocks._core.flow import access_denied
+from zklocks._core.ops import Delete, Exists, GetChildren, Op, Pipeline, Stat
+from zklocks._core.strategies import Granted, Refused, WaitFor, decide
 from zklocks._protocol.errors import (
     ConnectionLossError,
     NoAuthError,
     NoNodeError,
     ZooKeeperError,
 )
-from zklocks._strategies import Granted, Refused, WaitFor, decide
 
 if TYPE_CHECKING:
     from zklocks._sync.client import Client

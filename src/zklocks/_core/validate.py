@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from zklocks._errors import InvalidArgument, InvalidPath
+from zklocks._core.errors import InvalidArgument, InvalidPath
 from zklocks._protocol import codec
 
 _FORBIDDEN = {chr(c) for c in range(0x20)} | {chr(0x7F)} | {chr(c) for c in range(0xD800, 0xF900)}

@@ -21,15 +21,12 @@ import logging
 import time
 import weakref
 from collections.abc import Callable, Generator
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
-from zklocks import _nodes
-from zklocks._errors import LockTimeout
-from zklocks._ops import AwaitDeletion, Created, Op, Pipeline
-
-if TYPE_CHECKING:
-    from zklocks._connection import SessionState
-    from zklocks._lease import LeaseBase
+from zklocks._core import nodes as _nodes
+from zklocks._core.errors import InvalidArgument, LockTimeout
+from zklocks._core.ops import AwaitDeletion, Created, Op, Pipeline
+from zklocks._vocabulary import SessionState
 
 log = logging.getLogger("zklocks.lock")
 _state_log = logging.getLogger("zklocks.connection")
@@ -85,8 +82,6 @@ class StateListeners:
 
     def add(self, fn: StateListener) -> None:
         if not callable(fn):
-            from zklocks._errors import InvalidArgument
-
             raise InvalidArgument(f"a listener must be callable, not {fn!r}")
         self._listeners.append(fn)
 
@@ -218,19 +213,6 @@ class AcquireProbe:
         else:
             log.info("%s: %s not acquired after %.3f s (%s)", self.path, self.kind, seconds, result)
 
-    def held(self, lease: LeaseBase) -> None:
-        """The grant became ``lease``: label it, and count it as held until it ends."""
-        lease._kind = self.kind
-        lease._path = self.path
-        metrics = sink
-        if metrics is None:
-            return
-        with lease._mutex:  # lost or released meanwhile: never counted, never uncounted
-            if lease._lost_reason is not None or lease._ended:
-                return
-            lease._counted = True
-            metrics.held(self.kind, self.path, 1)
-
 
 def _position(mine: tuple[str, list[str]] | None) -> int | None:
     """Our place in the line (1: the head), from our node and the listing it came with."""
@@ -247,29 +229,33 @@ def _position(mine: tuple[str, list[str]] | None) -> int | None:
     return None
 
 
-def lease_released(lease: LeaseBase, counted: bool) -> None:
-    """Its holder released ``lease`` (``counted``: it was still in the held gauge)."""
-    seconds = time.monotonic() - lease._granted_at
+def lease_held(kind: str, path: str) -> bool:
+    """A grant became a lease: count it as held. True if counted (a sink is installed)."""
+    metrics = sink
+    if metrics is None:
+        return False
+    metrics.held(kind, path, 1)
+    return True
+
+
+def lease_released(kind: str, path: str, held_for: float, counted: bool) -> None:
+    """Its holder released a lease (``counted``: it was still in the held gauge)."""
     metrics = sink
     if metrics is not None:
         if counted:
-            metrics.held(lease._kind, lease._path, -1)
-        metrics.released(lease._kind, lease._path, seconds)
-    log.info("%s: %s released after %.3f s held", lease._path, lease._kind, seconds)
+            metrics.held(kind, path, -1)
+        metrics.released(kind, path, held_for)
+    log.info("%s: %s released after %.3f s held", path, kind, held_for)
 
 
-def lease_lost(lease: LeaseBase, reason: str, code: str, counted: bool) -> None:
-    """``lease`` was lost while held: always worth a WARNING."""
+def lease_lost(
+    kind: str, path: str, held_for: float, token: int, why: tuple[str, str], counted: bool
+) -> None:
+    """A lease was lost while held: always worth a WARNING. ``why``: (reason, metric code)."""
+    reason, code = why
     metrics = sink
     if metrics is not None:
         if counted:
-            metrics.held(lease._kind, lease._path, -1)
-        metrics.lost(code, lease._path)
-    log.warning(
-        "%s: %s lost after %.3f s held (token %d): %s",
-        lease._path,
-        lease._kind,
-        time.monotonic() - lease._granted_at,
-        lease._token,
-        reason,
-    )
+            metrics.held(kind, path, -1)
+        metrics.lost(code, path)
+    log.warning("%s: %s lost after %.3f s held (token %d): %s", path, kind, held_for, token, reason)

@@ -7,39 +7,13 @@ touching a flow, a strategy or a lock class.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Protocol
 
-from zklocks._connection import SessionState
-from zklocks._lease import SessionFacts
-from zklocks._ops import Reply, Request
+from zklocks._core.ops import Reply, Request
+from zklocks._vocabulary import SessionFacts, StateListener, Watcher
 
-__all__ = ["SessionState", "StateListener", "SyncSession", "WatchEvent", "WatchKind", "Watcher"]
-
-
-class WatchKind(enum.Enum):
-    """What a fired watch (or a session event delivered to every watcher) says."""
-
-    CREATED = "created"
-    DELETED = "deleted"
-    CHANGED = "changed"
-    CHILD = "child"
-    SESSION_LOST = "session lost"
-    CLOSED = "closed"
-
-
-@dataclass(frozen=True, slots=True)
-class WatchEvent:
-    kind: WatchKind
-    path: str
-
-
-Watcher = Callable[[WatchEvent], None]
-
-
-StateListener = Callable[[SessionState], None]
+__all__ = ["SyncSession"]
 
 
 class SyncSession(Protocol):

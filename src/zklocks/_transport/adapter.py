@@ -1,8 +1,9 @@
 """What both front ends need to run flows on our own ``Connection``.
 
-The connection speaks in futures and ``_connection.WatchEvent``s on its loop thread; the
-drivers speak in flow replies (values or error *instances*) and ``_session.WatchEvent``s.
-These few functions translate, so the sync and asyncio sessions stay thin.
+The connection speaks in futures on its loop thread; the drivers speak in flow replies
+(values, or ZooKeeper errors as *instances*). These few functions bridge the two, so the
+sync and asyncio sessions stay thin. Watch events need no bridge: the connection emits
+the shared vocabulary's ``WatchEvent`` directly.
 """
 
 from __future__ import annotations
@@ -12,53 +13,11 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from zklocks import _connection
-from zklocks._connection import Connection, EventType, SessionState
-from zklocks._errors import ConnectionFailed
-from zklocks._lease import SessionFacts
-from zklocks._ops import Reply, Request
+from zklocks._core.errors import ConnectionFailed
+from zklocks._core.ops import Reply, Request
 from zklocks._protocol.errors import ConnectionFailedError, ZooKeeperError
-from zklocks._session import Watcher, WatchEvent, WatchKind
-
-_KINDS = {
-    EventType.CREATED: WatchKind.CREATED,
-    EventType.DELETED: WatchKind.DELETED,
-    EventType.CHANGED: WatchKind.CHANGED,
-    EventType.CHILD: WatchKind.CHILD,
-}
-
-
-def to_watch_event(event: _connection.WatchEvent) -> WatchEvent:
-    """A connection's watch event as the drivers see it (session end included)."""
-    kind = _KINDS.get(event.type)
-    if kind is None:
-        closed = event.state is SessionState.CLOSED
-        kind = WatchKind.CLOSED if closed else WatchKind.SESSION_LOST
-    return WatchEvent(kind, event.path)
-
-
-def wrap_watcher(watcher: Watcher | None) -> _connection.Watcher | None:
-    if watcher is None:
-        return None
-    return _Translated(watcher)
-
-
-class _Translated:
-    """A driver watcher behind the connection's interface; equal ones dedupe in watch sets."""
-
-    __slots__ = ("watcher",)
-
-    def __init__(self, watcher: Watcher) -> None:
-        self.watcher = watcher
-
-    def __call__(self, event: _connection.WatchEvent) -> None:
-        self.watcher(to_watch_event(event))
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, _Translated) and other.watcher == self.watcher
-
-    def __hash__(self) -> int:
-        return hash(self.watcher)
+from zklocks._transport.connection import Connection
+from zklocks._vocabulary import SessionFacts, SessionState, Watcher
 
 
 def submit_all(
@@ -66,8 +25,8 @@ def submit_all(
 ) -> list[asyncio.Future[Any]]:
     """Submit back to back (pipelined, one write); call on the loop thread."""
     if len(requests) == 1:
-        return [connection.submit(requests[0], watcher=wrap_watcher(watcher))]
-    return connection.submit_many(requests, watcher=wrap_watcher(watcher))
+        return [connection.submit(requests[0], watcher=watcher)]
+    return connection.submit_many(requests, watcher=watcher)
 
 
 def reply_of(future: asyncio.Future[Any]) -> Reply:

@@ -1,0 +1,87 @@
+"""The words every layer shares about a session, defined once and importing nothing of ours.
+
+The connection emits these, the drivers and leases read them, the simulator fakes them:
+a session's state, a fired watch (``WatchEvent``: what happened, to which path), the
+callbacks that receive them, and the facts a lease needs to judge whether it still holds.
+Keeping them below the wire protocol means no layer translates another's events.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "SessionFacts",
+    "SessionState",
+    "StateListener",
+    "WatchEvent",
+    "WatchKind",
+    "Watcher",
+]
+
+
+class SessionState(enum.Enum):
+    """Where a client's session stands.
+
+    CONNECTING until the first handshake; CONNECTED; SUSPENDED while cut off with the
+    session possibly alive; LOST once the server said it expired (a new session follows);
+    CLOSED after ``close()``.
+    """
+
+    CONNECTING = "connecting"
+    CONNECTED = "connected"
+    SUSPENDED = "suspended"
+    LOST = "lost"
+    CLOSED = "closed"
+
+
+class WatchKind(enum.Enum):
+    """What a fired watch says, or which session end it was told about.
+
+    A watch fires once, for the first of these to happen to its node. Every watch still
+    set is also told ``SESSION_LOST`` when the session expires and ``CLOSED`` when the
+    client closes: no waiter is left waiting on a session that can no longer answer.
+    """
+
+    CREATED = "created"
+    DELETED = "deleted"
+    CHANGED = "changed"
+    CHILD = "child"
+    SESSION_LOST = "session lost"
+    CLOSED = "closed"
+
+
+@dataclass(frozen=True, slots=True)
+class WatchEvent:
+    """A fired watch: what happened (``kind``) to which path, as the client names it."""
+
+    kind: WatchKind
+    path: str
+
+
+Watcher = Callable[[WatchEvent], Any]
+StateListener = Callable[[SessionState], Any]
+
+
+def _never() -> bool:
+    return False
+
+
+@dataclass(frozen=True, slots=True)
+class SessionFacts:
+    """What a lease asks of the client's session: pure values and a clock.
+
+    ``last_answered_sent`` is when the client sent the last request the session's timer
+    has surely counted; the lease-loss rule counts the session timeout from there.
+    """
+
+    clock: Callable[[], float]
+    session_timeout: Callable[[], float]
+    last_answered_sent: Callable[[], float | None]
+    connected: Callable[[], bool]
+    # True on an ensemble: the lease's instant can pass while the connection is still
+    # up (a member cut off from the leader goes on answering), so it is timed then too.
+    lagging: Callable[[], bool] = _never
