@@ -21,9 +21,9 @@ from kazoo.client import KazooClient
 
 import zklocks
 from proxy import Proxy
-from zklocks._ops import Create, Created
-from zklocks._session import SessionState
+from zklocks._core.ops import Create, Created
 from zklocks._sync.native_session import NativeSession, _Timers
+from zklocks._vocabulary import SessionState
 from zklocks.server import ZooKeeperServer
 
 WAIT = 20.0

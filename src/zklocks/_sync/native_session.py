@@ -278,7 +278,7 @@ class NativeSession:
         if not requests:
             return []
         done = _Latch(len(requests))
-        if self._connection.submit_from_thread(requests, done.tokens(), wrap_watcher(watcher)):
+        if self._connection.submit_from_thread(requests, done.tokens(), watcher):
             # Sent from this thread; the loop answers the latch, or fails it with the
             # connection (a drop, close()), exactly as it does the futures below.
             return done.wait()
