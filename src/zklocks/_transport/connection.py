@@ -9,6 +9,13 @@ that needs a clock, a socket or a callback:
 * **Pipelining.** ``submit()`` encodes the request and writes it at once; the future is
   resolved when its reply arrives (ZooKeeper answers in order). It must be called on the
   loop's thread.
+* **Other threads.** ``submit_from_thread()`` lets a blocking caller write its own
+  requests (no hand-off to the loop per call) while the loop thread goes on reading
+  every reply: on an established plain-TCP connection with nothing queued or buffered
+  ahead, else it declines and the caller uses the loop. Every write and every change
+  to the session's in-flight FIFO holds ``_send_lock``, so the wire's order is the
+  FIFO's; callers write to a duplicate of the socket, closed under that lock before
+  the transport's own, so no thread writes to a reused descriptor number.
 * **Liveness.** Once connected, a ping goes out whenever nothing was sent for a third of
   the negotiated session timeout; if nothing at all is *received* for two thirds of it,
   the connection is declared dead and dropped (a silent peer or a stalled network looks
