@@ -521,12 +521,9 @@ def async_memory(ctl: Ctl, hosts: str, path: str, waiters: int, budget: float) -
 
 
 _TRANSPORT = (
-    "/zklocks/_connection",
     "/zklocks/_protocol/",
-    "/zklocks/_sync/kazoo_session",
+    "/zklocks/_transport/",
     "/zklocks/_sync/native_session",
-    "/zklocks/_transport",
-    "/zklocks/_native",
     "/kazoo/",
 )
 _BLOCKING = ("acquire' of '_thread", "select.", "poll", "'wait'", "epoll", "sleep")

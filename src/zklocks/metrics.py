@@ -157,7 +157,7 @@ class _PrometheusSink:
     def request(self, request: object) -> None:
         counter = self._ops.get(type(request))
         if counter is None:
-            name = type(request).__name__.removesuffix("Request")
+            name = type(request).__name__
             counter = self.requests.labels(_WORD.sub("_", name).lower())
             self._ops[type(request)] = counter
         counter.inc()

@@ -119,4 +119,4 @@ def test_paused_leader_stops_its_command_and_exits_76(
     status, out, err = finish(process)
     assert status == 76
     assert "got TERM" in out
-    assert "lost" in err
+    assert f"lost leadership of {path}" in err and "the lock" not in err

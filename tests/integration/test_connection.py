@@ -21,7 +21,7 @@ from kazoo.client import KazooClient
 
 from connection_support import WAIT, States, Watched, until
 from zklocks._core import ops as _ops
-from zklocks._core.ops import Created, NodeData, Stat
+from zklocks._core.ops import Created, NodeData
 from zklocks._protocol.constants import CreateMode
 from zklocks._protocol.errors import (
     BadVersionError,
@@ -33,13 +33,7 @@ from zklocks._protocol.errors import (
     RolledBackError,
     UnimplementedError,
 )
-from zklocks._protocol.records import (
-    CheckRequest,
-    CreateRequest,
-    DeleteRequest,
-    SetDataRequest,
-    ZnodeStat,
-)
+from zklocks._protocol.records import Check, Children, Create, Delete, GetChildren, SetData, Stat
 from zklocks._transport.connection import Connection
 from zklocks._vocabulary import SessionState, WatchEvent, WatchKind
 from zklocks.server import ZooKeeperServer
@@ -209,6 +203,13 @@ def test_refused_requests_raise_typed_errors(zk_server: ZooKeeperServer, base: s
                 await conn.create(base + "/missing/child")
             with pytest.raises(UnimplementedError):  # this server has TTL nodes disabled
                 await conn.create(base + "/ttl", ttl=5.0)
+            with pytest.raises(BadVersionError):
+                await conn.delete(base + "/x", version=3)
+            with pytest.raises(ValueError, match="TTL node cannot be ephemeral"):
+                await conn.create(base + "/ttl-e", ephemeral=True, ttl=5.0)  # no such mode
+            with pytest.raises(ValueError, match="at least one ACL"):
+                await conn.create(base + "/no-acl", acl=())
+            assert await conn.get_children(base) == ["x"]  # nothing made by the refused ones
             # the connection carries on after refusals
             assert (await conn.get_data(base + "/x")).data == b"1"
         finally:
@@ -223,7 +224,7 @@ def test_user_operations(zk_server: ZooKeeperServer, base: str) -> None:
         await conn.start()
         try:
             created = await conn.create(base + "/d", b"v1")
-            assert isinstance(created.stat, ZnodeStat) and created.stat.data_length == 2
+            assert isinstance(created.stat, Stat) and created.stat.data_length == 2
             stat = await conn.set_data(base + "/d", b"v22", version=0)
             assert stat.version == 1 and stat.data_length == 3
             data = await conn.get_data(base + "/d")
@@ -234,22 +235,27 @@ def test_user_operations(zk_server: ZooKeeperServer, base: str) -> None:
             assert await conn.get_children(base + "/d") == ["child"]
             await conn.sync(base)
             results = await conn.multi(
-                CreateRequest(base + "/m", b"a"),
-                SetDataRequest(base + "/m", b"b", 0),
-                CheckRequest(base + "/m", 1),
-                DeleteRequest(base + "/d/child"),
+                Create(base + "/m", b"a", ephemeral=False),
+                SetData(base + "/m", b"b", 0),
+                Check(base + "/m", 1),
+                Delete(base + "/d/child"),
             )
             assert results[0] == base + "/m" and results[2] is None and results[3] is None
-            assert isinstance(results[1], ZnodeStat) and results[1].version == 1
+            assert isinstance(results[1], Stat) and results[1].version == 1
             with pytest.raises(BadVersionError) as caught:
-                await conn.multi(CreateRequest(base + "/m2"), CheckRequest(base + "/m", 0))
+                await conn.multi(Create(base + "/m2", ephemeral=False), Check(base + "/m", 0))
             assert caught.value.results is not None
             assert type(caught.value.results[0]) is RolledBackError
             assert await conn.exists(base + "/m2") is None  # nothing applied
             seq = await conn.create(base + "/s-", sequential=True, ephemeral=True)
             assert seq.path == base + "/s-0000000002"  # d and m came before; m2 was rolled back
-            mode_check = CreateRequest(base + "/p", mode=CreateMode.PERSISTENT)
-            assert (await conn.submit(mode_check)).stat.ephemeral_owner == 0
+            persistent = Create(base + "/p", ephemeral=False)
+            assert persistent.mode is CreateMode.PERSISTENT
+            assert (await conn.submit(persistent)).stat.ephemeral_owner == 0
+            listing = await conn.submit(GetChildren(base, with_stat=True))  # getChildren2
+            assert isinstance(listing, Children) and listing.stat.num_children == len(listing.names)
+            await conn.delete(base + "/p", version=0)
+            assert await conn.exists(base + "/p") is None
         finally:
             await conn.close()
 
@@ -384,7 +390,7 @@ def test_chroot(zk_server: ZooKeeperServer, kazoo: KazooClient, base: str) -> No
             assert sorted(await conn.get_children("/")) == sorted(
                 ["later", created.path.lstrip("/")]
             )
-            results = await conn.multi(CreateRequest("/m"))
+            results = await conn.multi(Create("/m", ephemeral=False))
             assert results == ["/m"]
         finally:
             await conn.close()

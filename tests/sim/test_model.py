@@ -131,6 +131,34 @@ def test_apply_runs_ops_requests(model: Model) -> None:
     assert model.apply(s, Delete(node.path)) is None
 
 
+def test_apply_replies_with_every_stat_field_it_keeps(model: Model) -> None:
+    s = model.open_session(10).id
+    model.apply(s, Create("/p", b"abc", ephemeral=False))
+    model.apply(s, Create("/p/c", ephemeral=False))
+    stat = model.apply(s, Exists("/p"))
+    assert isinstance(stat, Stat)
+    full = model.nodes["/p"].full_stat()
+    assert (stat.data_length, stat.cversion, stat.pzxid) == (3, full.cversion, full.pzxid)
+    assert stat.pzxid == model.zxid and stat.mtime_ms == full.mtime_ms
+
+
+@pytest.mark.parametrize(
+    "request_",
+    [
+        Create("/t", ephemeral=False, ttl_ms=1000),
+        Delete("/t", version=0),
+        GetChildren("/", with_stat=True),
+    ],
+)
+def test_apply_refuses_what_the_model_does_not_keep(model: Model, request_: object) -> None:
+    s = model.open_session(10).id
+    model.apply(s, Create("/t", ephemeral=False))
+    before = model.zxid
+    with pytest.raises(ValueError, match="simulator"):
+        model.apply(s, request_)  # type: ignore[arg-type]
+    assert model.zxid == before and "/t" in model.nodes  # nothing applied
+
+
 def test_sessions_expire_after_their_timeout_of_silence(model: Model) -> None:
     s = model.open_session(2.0).id
     t = model.open_session(2.0).id

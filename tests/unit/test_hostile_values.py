@@ -18,6 +18,7 @@ import zklocks
 from zklocks._cli.sanitise import clean, text
 from zklocks._core import nodes as _nodes
 from zklocks._core import validate as _validate
+from zklocks._core.errors import InvalidArgument
 
 HEX = "0123456789abcdef" * 2
 
@@ -195,3 +196,17 @@ def test_json_output_needs_no_sanitiser() -> None:
     encoded = json.dumps({"identifier": HOSTILE})
     assert encoded.isascii() and "\x1b" not in encoded
     assert json.loads(encoded)["identifier"] == HOSTILE
+
+
+@pytest.mark.parametrize(
+    "bad",
+    ["worker\x85", "a\x9b31mred", "evil\u202egnp.exe", "x\u2066y", "mark\u200f", "\x7f"],
+)
+def test_an_identifier_with_c1_controls_or_bidi_marks_is_refused(bad: str) -> None:
+    # shown by `zklocks status` to other users: it must not recolour or reorder their screen
+    with pytest.raises(InvalidArgument, match="printable text"):
+        _validate.identifier(bad)
+
+
+def test_an_identifier_in_any_script_is_accepted() -> None:
+    assert _validate.identifier("работник-1 工人 عامل") == "работник-1 工人 عامل"

@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 
 from zklocks._core import ops as _ops
-from zklocks._core.ops import Created, NodeData, Stat
+from zklocks._core.ops import Created, NodeData
 from zklocks._protocol import codec
-from zklocks._protocol.constants import AddWatchMode, CreateMode, EventType, OpCode, WatchTable
+from zklocks._protocol.constants import AddWatchMode, EventType, OpCode, WatchTable
 from zklocks._protocol.errors import (
     AuthFailedError,
     BadVersionError,
@@ -31,18 +31,18 @@ from zklocks._protocol.errors import (
     RolledBackError,
 )
 from zklocks._protocol.records import (
-    AddWatchRequest,
-    CheckRequest,
+    AddWatch,
+    Check,
     Children,
-    CreateRequest,
-    DeleteRequest,
-    ExistsRequest,
-    GetChildrenRequest,
-    GetDataRequest,
-    MultiRequest,
-    SetDataRequest,
-    SyncRequest,
-    ZnodeStat,
+    Create,
+    Delete,
+    Exists,
+    GetChildren,
+    GetData,
+    Multi,
+    SetData,
+    Stat,
+    Sync,
     digest_acl,
 )
 from zklocks._protocol.session import Established, Expired, Notification, Reply, Session
@@ -95,7 +95,7 @@ def _created(path: str, *, data_length: int | None = None, ephemeral: bool = Fal
         assert value.stat.version == 0
         assert (value.stat.ephemeral_owner != 0) is ephemeral
         if data_length is not None:
-            assert isinstance(value.stat, ZnodeStat)
+            assert isinstance(value.stat, Stat)
             assert value.stat.data_length == data_length
         else:
             assert type(value.stat) is Stat  # _ops requests answer with _ops.Stat exactly
@@ -134,14 +134,14 @@ def _check_children2(value: Any, hdr: tuple[int, int, int]) -> None:
 
 
 def _check_exists(value: Any, hdr: tuple[int, int, int]) -> None:
-    assert isinstance(value, ZnodeStat)
+    assert isinstance(value, Stat)
     assert value.data_length == 5 and value.version == 0 and value.num_children == 4
 
 
 def _check_get_data(value: Any, hdr: tuple[int, int, int]) -> None:
     assert isinstance(value, NodeData)
     assert value.data == b"hello"
-    assert isinstance(value.stat, ZnodeStat) and value.stat.data_length == 5
+    assert isinstance(value.stat, Stat) and value.stat.data_length == 5
 
 
 def _check_get_data_ops(value: Any, hdr: tuple[int, int, int]) -> None:
@@ -150,7 +150,7 @@ def _check_get_data_ops(value: Any, hdr: tuple[int, int, int]) -> None:
 
 
 def _check_set_data(value: Any, hdr: tuple[int, int, int]) -> None:
-    assert isinstance(value, ZnodeStat)
+    assert isinstance(value, Stat)
     assert value.version == 1 and value.mzxid == hdr[1] and value.data_length == 5
     assert value.czxid < value.mzxid
 
@@ -158,7 +158,7 @@ def _check_set_data(value: Any, hdr: tuple[int, int, int]) -> None:
 def _check_multi_ok(value: Any, hdr: tuple[int, int, int]) -> None:
     created, stat, checked, created2, deleted = value
     assert created == BASE + "/m1"  # ZooKeeper 3.8 answers a create in a multi with the path
-    assert isinstance(stat, ZnodeStat) and stat.version == 1 and stat.mzxid == hdr[1]
+    assert isinstance(stat, Stat) and stat.version == 1 and stat.mzxid == hdr[1]
     assert checked is None and deleted is None
     assert created2 == BASE + "/m2"
 
@@ -179,7 +179,9 @@ def _check_sync(value: Any, hdr: tuple[int, int, int]) -> None:
 
 
 ROWS = [
-    Row("create_persistent", CreateRequest(BASE, b"hello"), _created(BASE, data_length=5)),
+    Row(
+        "create_persistent", Create(BASE, b"hello", ephemeral=False), _created(BASE, data_length=5)
+    ),
     Row(
         "create_ephemeral_ops",
         _ops.Create(BASE + "/eph", b"e", ephemeral=True),
@@ -192,7 +194,7 @@ ROWS = [
     ),
     Row(
         "create_persistent_sequential",
-        CreateRequest(BASE + "/pseq-", b"", mode=CreateMode.PERSISTENT_SEQUENTIAL),
+        Create(BASE + "/pseq-", b"", ephemeral=False, sequential=True),
         _seq(BASE + "/pseq-"),
     ),
     Row(
@@ -202,12 +204,12 @@ ROWS = [
     ),
     Row(
         "create_ttl",
-        CreateRequest(BASE + "/ttl", b"t", mode=CreateMode.PERSISTENT_WITH_TTL, ttl_ms=60000),
+        Create(BASE + "/ttl", b"t", ephemeral=False, ttl_ms=60000),
         _created(BASE + "/ttl", data_length=1),  # the server hides the TTL bits in the stat
     ),
     Row(
         "create_exists_error",
-        CreateRequest(BASE, b""),
+        Create(BASE, b"", ephemeral=False),
         _error(NodeExistsError, BASE),
         ok=False,
     ),
@@ -219,7 +221,7 @@ ROWS = [
     ),
     Row(
         "exists_found_watch",
-        ExistsRequest(BASE),
+        Exists(BASE),
         _check_exists,
         watch=True,
         registered={WatchTable.DATA: [BASE]},
@@ -233,16 +235,16 @@ ROWS = [
     ),
     Row(
         "get_data_watch",
-        GetDataRequest(BASE),
+        GetData(BASE),
         _check_get_data,
         watch=True,
         registered={WatchTable.DATA: [BASE]},
     ),
     Row("get_data_ops", _ops.GetData(BASE + "/eph"), _check_get_data_ops),
-    Row("set_data", SetDataRequest(BASE, b"world", 0), _check_set_data),
+    Row("set_data", SetData(BASE, b"world", 0), _check_set_data),
     Row(
         "set_data_bad_version",
-        SetDataRequest(BASE, b"x", 7),
+        SetData(BASE, b"x", 7),
         _error(BadVersionError, BASE),
         ok=False,
     ),
@@ -253,9 +255,9 @@ ROWS = [
         watch=True,
         registered={WatchTable.CHILD: [BASE]},
     ),
-    Row("get_children2", GetChildrenRequest(BASE), _check_children2),
-    Row("sync", SyncRequest(BASE), _check_sync),
-    Row("delete_not_empty", DeleteRequest(BASE), _error(NotEmptyError, BASE), ok=False),
+    Row("get_children2", GetChildren(BASE, with_stat=True), _check_children2),
+    Row("sync", Sync(BASE), _check_sync),
+    Row("delete_not_empty", Delete(BASE), _error(NotEmptyError, BASE), ok=False),
     Row(
         "delete_ops_missing",
         _ops.Delete(BASE + "/nope"),
@@ -264,37 +266,37 @@ ROWS = [
     ),
     Row(
         "create_digest_acl",
-        CreateRequest(BASE + "/secret", b"s", acl=(digest_acl("alice", "secret"),)),
+        Create(BASE + "/secret", b"s", ephemeral=False, acl=(digest_acl("alice", "secret"),)),
         _created(BASE + "/secret", data_length=1),
     ),
     Row(
         "get_data_no_auth",
-        GetDataRequest(BASE + "/secret"),
+        GetData(BASE + "/secret"),
         _error(NoAuthError, BASE + "/secret"),
         ok=False,
     ),
     Row(
         "multi_ok",
-        MultiRequest(
+        Multi(
             (
-                CreateRequest(BASE + "/m1", b"1"),
-                SetDataRequest(BASE + "/m1", b"2", 0),
-                CheckRequest(BASE + "/m1", 1),
+                Create(BASE + "/m1", b"1", ephemeral=False),
+                SetData(BASE + "/m1", b"2", 0),
+                Check(BASE + "/m1", 1),
                 _ops.Create(BASE + "/m2", ephemeral=False),
-                DeleteRequest(BASE + "/m2"),
+                Delete(BASE + "/m2"),
             )
         ),
         _check_multi_ok,
     ),
     Row(
         "multi_fail",
-        MultiRequest((CreateRequest(BASE + "/m3"), CheckRequest(BASE + "/m1", 99))),
+        Multi((Create(BASE + "/m3", ephemeral=False), Check(BASE + "/m1", 99))),
         _check_multi_fail,
         ok=False,
     ),
     Row(
         "add_watch_recursive",
-        AddWatchRequest(BASE, AddWatchMode.PERSISTENT_RECURSIVE),
+        AddWatch(BASE, AddWatchMode.PERSISTENT_RECURSIVE),
         _check_none,
         watch=True,
         registered={WatchTable.PERSISTENT_RECURSIVE: [BASE]},
@@ -426,7 +428,7 @@ def test_notifications_ahead_of_a_reply() -> None:
     calls: list[Any] = []
     session.watches.add(WatchTable.DATA, BASE, calls.append)
     session._xid = header(frames("set_data")[-1])[0] - 1
-    session.request(SetDataRequest(BASE, b"world", 0), "t")
+    session.request(SetData(BASE, b"world", 0), "t")
     events = session.receive(b"".join(frames("set_data")))
     assert [type(e) for e in events] == [Notification, Reply]
     assert events[0].watchers == [calls.append]
@@ -521,16 +523,16 @@ def test_out_of_order_reply_is_a_protocol_error() -> None:
 
     session = connected_session()
     session._xid = 40
-    session.request(SyncRequest(BASE), "t")
+    session.request(Sync(BASE), "t")
     with pytest.raises(MarshallingError):
         session.receive(frames("sync")[0])  # xid 17, we expected 41
 
 
 def test_disconnect_returns_in_flight_tokens_oldest_first() -> None:
     session = connected_session()
-    session.request(SyncRequest("/"), "a")
+    session.request(Sync("/"), "a")
     session.ping("p")
-    session.request(SyncRequest("/"), "b")
+    session.request(Sync("/"), "b")
     assert session.in_flight == 3
     assert session.disconnect() == ["a", "b", "p"]
     assert session.in_flight == 0 and not session.connected

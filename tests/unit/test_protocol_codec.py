@@ -8,7 +8,7 @@ import pytest
 
 from zklocks._core import ops as _ops
 from zklocks._protocol import codec, jute
-from zklocks._protocol.constants import DEFAULT_MAX_BUFFER, CreateMode, OpCode
+from zklocks._protocol.constants import DEFAULT_MAX_BUFFER, CreateMode, OpCode, Perm
 from zklocks._protocol.errors import (
     ApiError,
     ClientClosedError,
@@ -23,12 +23,14 @@ from zklocks._protocol.errors import (
     known_codes,
 )
 from zklocks._protocol.records import (
-    AddWatchRequest,
-    CheckRequest,
-    CreateRequest,
-    ExistsRequest,
-    MultiRequest,
-    SyncRequest,
+    ACL,
+    OPEN_ACL_UNSAFE,
+    AddWatch,
+    Check,
+    Create,
+    Exists,
+    Multi,
+    Sync,
     digest_id,
 )
 from zklocks._protocol.session import Established, Session
@@ -77,27 +79,27 @@ def established() -> Session:
 
 def test_request_larger_than_jute_maxbuffer_is_refused_without_using_an_xid() -> None:
     session = established()
-    too_big = CreateRequest("/n", b"x" * DEFAULT_MAX_BUFFER)
+    too_big = Create("/n", b"x" * DEFAULT_MAX_BUFFER, ephemeral=False)
     with pytest.raises(RequestTooLargeError) as caught:
         session.request(too_big, "t")
     assert isinstance(caught.value, ValueError)
     assert session.in_flight == 0
-    frame = session.request(SyncRequest("/"), "t")
+    frame = session.request(Sync("/"), "t")
     assert struct.unpack_from(">i", frame, 4)[0] == 1
 
 
 def test_largest_accepted_request_is_exactly_the_limit() -> None:
     session = established()
-    overhead = len(session.request(CreateRequest("/n", b""), "t")) - 4
-    fits = CreateRequest("/n", b"x" * (DEFAULT_MAX_BUFFER - overhead))
+    overhead = len(session.request(Create("/n", b"", ephemeral=False), "t")) - 4
+    fits = Create("/n", b"x" * (DEFAULT_MAX_BUFFER - overhead), ephemeral=False)
     assert len(session.request(fits, "t")) - 4 == DEFAULT_MAX_BUFFER
 
 
 def test_xids_wrap_before_the_reserved_negative_range() -> None:
     session = established()
     session._xid = 2**31 - 2
-    first = session.request(SyncRequest("/"), "a")
-    second = session.request(SyncRequest("/"), "b")
+    first = session.request(Sync("/"), "a")
+    second = session.request(Sync("/"), "b")
     assert struct.unpack_from(">i", first, 4)[0] == 2**31 - 1
     assert struct.unpack_from(">i", second, 4)[0] == 1
 
@@ -109,40 +111,77 @@ def test_requests_that_cannot_be_sent() -> None:
     with pytest.raises(ValueError):
         session.request(_ops.Create("/n"), "t", watcher=print)  # creates set no watch
     with pytest.raises(ValueError):
-        session.request(AddWatchRequest("/n"), "t")  # a persistent watch needs a caller
+        session.request(AddWatch("/n"), "t")  # a persistent watch needs a caller
     with pytest.raises(TypeError):
-        session.request(CheckRequest("/n", 1), "t")  # only inside a multi
+        session.request(Check("/n", 1), "t")  # only inside a multi
     with pytest.raises(ValueError):
         codec.plan(_ops.Create("/n", ephemeral=True, container=True), "", False)
-    with pytest.raises(ValueError):
-        CreateRequest("/n", mode=CreateMode.PERSISTENT_WITH_TTL)  # no ttl
+    for no_mode in (
+        Create("/n", ttl_ms=5000),  # ephemeral (the default) with a TTL
+        Create("/n", ephemeral=False, ttl_ms=-1),
+        Create("/n", ephemeral=False, container=True, ttl_ms=5000),
+        Create("/n", ephemeral=False, sequential=True, container=True),
+    ):
+        with pytest.raises(ValueError):
+            session.request(no_mode, "t")
     with pytest.raises(TypeError):
-        MultiRequest((ExistsRequest("/n"),))  # type: ignore[arg-type]
+        Multi((Exists("/n"),))  # type: ignore[arg-type]
     assert session.in_flight == 0
 
 
 def test_not_connected_session_refuses_to_build_requests() -> None:
     session = Session(timeout_ms=1000)
     with pytest.raises(RuntimeError):
-        session.request(SyncRequest("/"), "t")
+        session.request(Sync("/"), "t")
 
 
 @pytest.mark.parametrize(
-    ("mode", "opcode", "ttl"),
+    ("create", "mode", "opcode"),
     [
-        (CreateMode.PERSISTENT, OpCode.CREATE2, 0),
-        (CreateMode.EPHEMERAL_SEQUENTIAL, OpCode.CREATE2, 0),
-        (CreateMode.CONTAINER, OpCode.CREATE_CONTAINER, 0),
-        (CreateMode.PERSISTENT_SEQUENTIAL_WITH_TTL, OpCode.CREATE_TTL, 5000),
+        (Create("/n", b"d", ephemeral=False), CreateMode.PERSISTENT, OpCode.CREATE2),
+        (Create("/n", b"d", sequential=True), CreateMode.EPHEMERAL_SEQUENTIAL, OpCode.CREATE2),
+        (
+            Create("/n", b"d", ephemeral=False, container=True),
+            CreateMode.CONTAINER,
+            OpCode.CREATE_CONTAINER,
+        ),
+        (
+            Create("/n", b"d", ephemeral=False, sequential=True, ttl_ms=5000),
+            CreateMode.PERSISTENT_SEQUENTIAL_WITH_TTL,
+            OpCode.CREATE_TTL,
+        ),
     ],
 )
-def test_create_modes_pick_their_op(mode: CreateMode, opcode: OpCode, ttl: int) -> None:
-    plan = codec.plan(CreateRequest("/n", b"d", mode=mode, ttl_ms=ttl), "", False)
+def test_create_flags_pick_the_mode_and_its_op(
+    create: Create, mode: CreateMode, opcode: OpCode
+) -> None:
+    assert create.mode is mode
+    plan = codec.plan(create, "", False)
     assert plan.opcode == opcode
+    ttl = create.ttl_ms
     flags_at = len(plan.body) - (12 if ttl else 4)
     assert struct.unpack_from(">i", plan.body, flags_at)[0] == mode
     if ttl:
         assert struct.unpack_from(">q", plan.body, len(plan.body) - 8)[0] == ttl
+
+
+@pytest.mark.parametrize("chroot", ["", "/app"])
+@pytest.mark.parametrize(
+    "create",
+    [
+        Create("/n", b"d"),
+        Create("/n", b"d", ephemeral=False, sequential=True),
+        Create("/n", ephemeral=False, container=True),
+        Create("/n", b"d", acl=(ACL(Perm.READ, digest_id("u", "p")),)),
+        Create("/n", b"d", ephemeral=False, acl=OPEN_ACL_UNSAFE),
+    ],
+)
+def test_precomputed_creates_are_the_bytes_of_their_mode(create: Create, chroot: str) -> None:
+    """The lock cycle's fast path (a precomputed tail) encodes what the general one does."""
+    plan = codec.plan(create, chroot, False)
+    path = codec.to_server(create.path, chroot)
+    acl = create.acl or OPEN_ACL_UNSAFE
+    assert (plan.opcode, plan.body) == codec.encode_create(path, create.data, create.mode, acl, 0)
 
 
 @pytest.mark.parametrize(
@@ -162,7 +201,7 @@ def test_malformed_input_is_a_protocol_error(frame: bytes) -> None:
 
 def test_truncated_body_is_a_protocol_error() -> None:
     session = established()
-    session.request(SyncRequest("/"), "t")
+    session.request(Sync("/"), "t")
     body = struct.pack(">iqi", 1, 5, 0) + struct.pack(">i", 50) + b"/short"
     with pytest.raises(MarshallingError):
         session.receive(struct.pack(">i", len(body)) + body)

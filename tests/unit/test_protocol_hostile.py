@@ -25,11 +25,11 @@ from zklocks._core import ops as _ops
 from zklocks._protocol.constants import OpCode, Xid
 from zklocks._protocol.errors import MarshallingError
 from zklocks._protocol.records import (
-    CreateRequest,
-    DeleteRequest,
-    GetChildrenRequest,
-    MultiRequest,
-    SyncRequest,
+    Create,
+    Delete,
+    GetChildren,
+    Multi,
+    Sync,
 )
 from zklocks._protocol.session import (
     Established,
@@ -85,7 +85,7 @@ def answered(events: list[Event]) -> list[Any]:
 def test_an_undecodable_reply_leaves_its_request_in_flight() -> None:
     session = established()
     session.request(_ops.GetChildren("/lock"), "listing")
-    session.request(SyncRequest("/"), "after")
+    session.request(Sync("/"), "after")
     bad_name = INT.pack(1) + string(b"lock-\xff\xfe")  # a child name that is not UTF-8
     events, error = feed(session, frame(1, bad_name))
     assert isinstance(error, MarshallingError)
@@ -95,7 +95,7 @@ def test_an_undecodable_reply_leaves_its_request_in_flight() -> None:
 
 def test_answers_before_broken_bytes_ride_on_the_error() -> None:
     session = established()
-    session.request(SyncRequest("/a"), "first")
+    session.request(Sync("/a"), "first")
     session.request(_ops.GetChildren("/lock"), "second")
     good = frame(1, string(b"/a"))
     bad = frame(2, INT.pack(1) + string(b"\xc3"))  # a cut UTF-8 sequence
@@ -107,7 +107,7 @@ def test_answers_before_broken_bytes_ride_on_the_error() -> None:
 
 def test_a_notification_path_that_is_not_utf8_is_a_protocol_error() -> None:
     session = established()
-    session.request(SyncRequest("/"), "pending")
+    session.request(Sync("/"), "pending")
     body = struct.pack(">ii", 2, 3) + string(b"/lock/\x80")  # deleted, on a non-UTF-8 path
     _, error = feed(session, frame(Xid.NOTIFICATION, body))
     assert error is not None and "UTF-8" in str(error)
@@ -116,7 +116,7 @@ def test_a_notification_path_that_is_not_utf8_is_a_protocol_error() -> None:
 
 def test_a_multi_reply_cut_short_is_a_protocol_error() -> None:
     session = established()
-    session.request(MultiRequest([DeleteRequest("/a"), DeleteRequest("/b")]), "multi")
+    session.request(Multi([Delete("/a"), Delete("/b")]), "multi")
     # one error result whose code is cut off: 9 bytes of header, then 2 of the 4 code bytes
     body = struct.pack(">i?i", OpCode.ERROR, False, -101) + b"\xff\xff"
     _, error = feed(session, frame(1, body))
@@ -126,7 +126,7 @@ def test_a_multi_reply_cut_short_is_a_protocol_error() -> None:
 
 def test_a_broken_round_stays_broken_until_the_next_connect() -> None:
     session = established()
-    session.request(SyncRequest("/"), "t")
+    session.request(Sync("/"), "t")
     _, error = feed(session, frame(999))  # an xid nobody sent
     assert error is not None
     with pytest.raises(ReceiveError):
@@ -145,10 +145,10 @@ REQUESTS: list[Any] = [
     _ops.Exists("/lock/n"),
     _ops.Create("/lock/n-", b"x", ephemeral=True, sequential=True),
     _ops.Delete("/lock/n"),
-    CreateRequest("/c", b""),
-    GetChildrenRequest("/lock"),
-    SyncRequest("/"),
-    MultiRequest([DeleteRequest("/a"), CreateRequest("/b", b"")]),
+    Create("/c", b"", ephemeral=False),
+    GetChildren("/lock", with_stat=True),
+    Sync("/"),
+    Multi([Delete("/a"), Create("/b", b"", ephemeral=False)]),
 ]
 
 

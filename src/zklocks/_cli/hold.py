@@ -28,8 +28,11 @@ from zklocks._core.lease import Lease
 CHECK_INTERVAL = 1.0
 
 
-def hold(path: str, lease: Lease, stop_signals: Iterable[signal.Signals]) -> int:
-    """Print the lease, wait for a stop signal (0) or the loss of the lease (76)."""
+def hold(path: str, lease: Lease, stop_signals: Iterable[signal.Signals], *, held: str) -> int:
+    """Print the lease, wait for a stop signal (0) or the loss of the lease (76).
+
+    ``held`` names what the lease gives, for the loss message ("the lock on /x").
+    """
     inbox: queue.SimpleQueue[str] = queue.SimpleQueue()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -52,7 +55,7 @@ def hold(path: str, lease: Lease, stop_signals: Iterable[signal.Signals]) -> int
         except queue.Empty:
             what = None
         if lease.lost:
-            _note(f"lost the lock on {path} ({lease.lost_reason})")
+            _note(f"lost {held} ({lease.lost_reason})")
             return EX_LOST
         if what is not None and what != "lost":
             _note(f"{what}: releasing {path}")

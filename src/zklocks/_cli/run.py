@@ -129,6 +129,11 @@ class RunOptions:
     connect_timeout: float
     security: Security = field(default_factory=Security)
 
+    @property
+    def held(self) -> str:
+        """What the lease gives, in words: the lock on PATH, or leadership of PATH."""
+        return f"leadership of {self.path}" if self.kind == "elect" else f"the lock on {self.path}"
+
 
 kill_after_option = click.option(
     "--kill-after",
@@ -375,7 +380,7 @@ class _Run:
             if self.options.command:
                 status = self._run_command(lease)
             else:
-                status = hold(self.options.path, lease, STOP_SIGNALS)
+                status = hold(self.options.path, lease, STOP_SIGNALS, held=self.options.held)
         finally:
             self._release(lock)
         return status
@@ -490,7 +495,7 @@ class _Run:
                 lost_seen = True
                 ours = EX_LOST
                 note(
-                    f"lost the lock on {self.options.path} while the command ran "
+                    f"lost {self.options.held} while the command ran "
                     f"({lease.lost_reason}); stopping it with SIGTERM"
                 )
                 self._signal(signal.SIGTERM)
@@ -517,7 +522,7 @@ class _Run:
             lost_seen = True
             ours = EX_LOST
             note(
-                f"lost the lock on {self.options.path} while the command ran "
+                f"lost {self.options.held} while the command ran "
                 f"({lease.lost_reason}); it exited with status {status} meanwhile"
             )
         if lost_seen and not self.foreground:

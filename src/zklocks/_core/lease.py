@@ -218,7 +218,7 @@ Cancel = Callable[[], None]
 Scheduler = Callable[[float, Callable[[], None]], Cancel]
 
 NODE_WATCH_DELAY = 0.05
-"""Seconds after a grant before the exists-watch on our own node is set.
+"""Seconds after a grant before the watch on our own node (a getData watch) is set.
 
 Most locks are held briefly: a lease released sooner never needs the watch, and the
 uncontended cycle stays at 3 requests (2 for the one-node lock). Session expiry and the
@@ -230,7 +230,7 @@ is noticed up to this much later than it could be.
 class LeaseKeeper:
     """Watches a client's leases: our node's deletion, session expiry, the clock rule.
 
-    Both clients use one: it watches each lease's node (an exists-watch set without
+    Both clients use one: it watches each lease's node (a getData watch, set without
     waiting for its reply, ``NODE_WATCH_DELAY`` after the grant, so a grant costs no
     extra round trip), marks every lease lost when the session expires or the client
     stops, and while cut off arms one timer for the instant the server may have expired
@@ -248,7 +248,7 @@ class LeaseKeeper:
         self._connected = False
 
     def track(self, lease: LeaseBase, watch_node: Callable[[str, Watcher], None]) -> None:
-        """Start watching ``lease``; ``watch_node`` sets an exists-watch on its node."""
+        """Start watching ``lease``; ``watch_node`` sets a getData watch on its node."""
         self._leases.add(lease)
 
         def on_event(event: WatchEvent) -> None:

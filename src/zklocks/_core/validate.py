@@ -7,7 +7,11 @@ import math
 from zklocks._core.errors import InvalidArgument, InvalidPath
 from zklocks._protocol import codec
 
-_FORBIDDEN = {chr(c) for c in range(0x20)} | {chr(0x7F)} | {chr(c) for c in range(0xD800, 0xF900)}
+_CONTROLS = {chr(c) for c in range(0x20)} | {chr(c) for c in range(0x7F, 0xA0)}  # C0, DEL, C1
+# bidirectional marks, embeddings, overrides and isolates: they reorder what a terminal shows
+_BIDI = {"\u061c", "\u200e", "\u200f"} | {chr(c) for c in range(0x202A, 0x202F)}
+_BIDI |= {chr(c) for c in range(0x2066, 0x206A)}
+_FORBIDDEN = _CONTROLS | _BIDI | {chr(c) for c in range(0xD800, 0xF900)}
 
 #: A timeout this long (about 31 years) or longer, ``inf`` included, means wait for ever:
 #: no clock or OS wait can take more, and a deadline that far never comes anyway.

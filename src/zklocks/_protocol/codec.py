@@ -44,30 +44,24 @@ from zklocks._protocol.jute import (
 from zklocks._protocol.records import (
     ACL,
     OPEN_ACL_UNSAFE,
-    AddWatchRequest,
-    CheckRequest,
+    AddWatch,
+    Check,
     Children,
     Create,
     Created,
-    CreateRequest,
     Delete,
-    DeleteRequest,
     Exists,
-    ExistsRequest,
     GetACL,
     GetChildren,
-    GetChildrenRequest,
     GetData,
-    GetDataRequest,
     Id,
+    Multi,
     MultiOp,
-    MultiRequest,
     NodeACL,
     NodeData,
-    SetDataRequest,
+    SetData,
     Stat,
-    SyncRequest,
-    ZnodeStat,
+    Sync,
 )
 
 Decoder: TypeAlias = Callable[[Buffer, int, str], Any]
@@ -221,14 +215,6 @@ def _path_int(path: str, value: int) -> bytes:
     return INT.pack(len(raw)) + raw + INT.pack(value)
 
 
-def _ops_create_mode(req: Create) -> CreateMode:
-    if req.container:
-        if req.ephemeral or req.sequential:
-            raise ValueError("a container node cannot be ephemeral or sequential")
-        return CreateMode.CONTAINER
-    return CreateMode(int(req.ephemeral) | (2 if req.sequential else 0))
-
-
 _MODE_OPCODE: dict[int, int] = {int(mode): int(mode.opcode) for mode in CreateMode}
 
 
@@ -253,9 +239,10 @@ def encode_create(
     return opcode, body
 
 
-# The lock flows' creates, precomputed: (ephemeral, sequential, container) -> (op, tail),
-# the tail being the open ACL and the flags that end the body.
-_OPS_CREATE: dict[tuple[bool, bool, bool], tuple[int, bytes]] = {
+# The creates without a TTL, precomputed: (ephemeral, sequential, container) -> (op code,
+# tail), the tail being the open ACL and the flags that end the body. Every lock cycle
+# creates a node: this keeps enum arithmetic off its path.
+_CREATE_TAILS: dict[tuple[bool, bool, bool], tuple[int, bytes]] = {
     (ephemeral, sequential, False): (
         OpCode.CREATE2,
         _OPEN_ACL_BYTES + INT.pack(int(ephemeral) | (2 if sequential else 0)),
@@ -263,10 +250,25 @@ _OPS_CREATE: dict[tuple[bool, bool, bool], tuple[int, bytes]] = {
     for ephemeral in (False, True)
     for sequential in (False, True)
 }
-_OPS_CREATE[(False, False, True)] = (
+_CREATE_TAILS[(False, False, True)] = (
     OpCode.CREATE_CONTAINER,
     _OPEN_ACL_BYTES + INT.pack(CreateMode.CONTAINER),
 )
+
+
+def _encode_create_request(req: Create, chroot: str) -> tuple[int, bytes]:
+    """(op code, body) of ``req``: the precomputed tail when it has one, else by its mode."""
+    spec = None if req.ttl_ms else _CREATE_TAILS.get((req.ephemeral, req.sequential, req.container))
+    acl = req.acl
+    if spec is None:  # a TTL node, or flags that add up to no mode (``mode`` says why)
+        path = to_server(req.path, chroot)
+        return encode_create(path, req.data, req.mode, acl or OPEN_ACL_UNSAFE, req.ttl_ms)
+    raw = (to_server(req.path, chroot) if chroot else req.path).encode("utf-8")
+    data = req.data
+    tail = spec[1]
+    if acl:  # the open ACL's bytes start the precomputed tail: swap in ours
+        tail = _acl_bytes(acl) + tail[len(_OPEN_ACL_BYTES) :]
+    return spec[0], b"".join((INT.pack(len(raw)), raw, INT.pack(len(data)), data, tail))
 
 
 def encode_connect(
@@ -312,23 +314,20 @@ def encode_set_watches(
 
 
 def _multi_op(op: MultiOp, chroot: str) -> tuple[int, bytes]:
-    if isinstance(op, CreateRequest):
-        return encode_create(to_server(op.path, chroot), op.data, op.mode, op.acl, op.ttl_ms)
     if isinstance(op, Create):
-        mode = _ops_create_mode(op)
-        acl = op.acl or OPEN_ACL_UNSAFE
-        return encode_create(to_server(op.path, chroot), op.data, mode, acl, 0)
-    if isinstance(op, DeleteRequest):
-        return OpCode.DELETE, _path_int(to_server(op.path, chroot), op.version)
+        return _encode_create_request(op, chroot)
     if isinstance(op, Delete):
-        return OpCode.DELETE, _path_int(to_server(op.path, chroot), -1)
-    if isinstance(op, SetDataRequest):
-        return OpCode.SET_DATA, write_string(to_server(op.path, chroot)) + write_buffer(
-            op.data
-        ) + INT.pack(op.version)
-    if isinstance(op, CheckRequest):
+        return OpCode.DELETE, _path_int(to_server(op.path, chroot), op.version)
+    if isinstance(op, SetData):
+        return OpCode.SET_DATA, _set_data_body(op, chroot)
+    if isinstance(op, Check):
         return OpCode.CHECK, _path_int(to_server(op.path, chroot), op.version)
     raise TypeError(f"{type(op).__name__} cannot be part of a multi")
+
+
+def _set_data_body(req: SetData, chroot: str) -> bytes:
+    path = write_string(to_server(req.path, chroot))
+    return path + write_buffer(req.data) + INT.pack(req.version)
 
 
 def encode_multi(ops: Sequence[MultiOp], chroot: str) -> bytes:
@@ -344,22 +343,14 @@ def encode_multi(ops: Sequence[MultiOp], chroot: str) -> bytes:
 # ---------------------------------------------------------------- decoding
 
 
+_new_tuple = tuple.__new__
+
+
 def _stat(buf: Buffer, offset: int) -> Stat:
     if offset + 68 > len(buf):
         raise JuteError("truncated stat")
-    czxid, mzxid, ctime, _m, version, _cv, _av, owner, _dl, children, _p = STAT.unpack_from(
-        buf, offset
-    )
-    return Stat(czxid, mzxid, ctime, version, owner, children)
-
-
-def _znode_stat(buf: Buffer, offset: int) -> ZnodeStat:
-    if offset + 68 > len(buf):
-        raise JuteError("truncated stat")
-    czxid, mzxid, ctime, mtime, version, cv, av, owner, dl, children, pzxid = STAT.unpack_from(
-        buf, offset
-    )
-    return ZnodeStat(czxid, mzxid, ctime, version, owner, children, mtime, cv, av, dl, pzxid)
+    stat: Stat = _new_tuple(Stat, STAT.unpack_from(buf, offset))  # wire order is field order
+    return stat
 
 
 def decode_nothing(buf: Buffer, offset: int, chroot: str) -> None:
@@ -371,17 +362,8 @@ def decode_created(buf: Buffer, offset: int, chroot: str) -> Created:
     return Created(from_server(path or "", chroot), _stat(buf, offset))
 
 
-def decode_created_full(buf: Buffer, offset: int, chroot: str) -> Created:
-    path, offset = read_string(buf, offset)
-    return Created(from_server(path or "", chroot), _znode_stat(buf, offset))
-
-
 def decode_stat(buf: Buffer, offset: int, chroot: str) -> Stat:
     return _stat(buf, offset)
-
-
-def decode_znode_stat(buf: Buffer, offset: int, chroot: str) -> ZnodeStat:
-    return _znode_stat(buf, offset)
 
 
 def decode_exists(buf: Buffer, offset: int, chroot: str) -> Stat:
@@ -389,30 +371,18 @@ def decode_exists(buf: Buffer, offset: int, chroot: str) -> Stat:
     return _stat(buf, offset)
 
 
-def decode_exists_full(buf: Buffer, offset: int, chroot: str) -> ZnodeStat:
-    return _znode_stat(buf, offset)
-
-
-EXISTS_DECODERS = (decode_exists, decode_exists_full)
-
-
 def decode_node_data(buf: Buffer, offset: int, chroot: str) -> NodeData:
     data, offset = read_buffer(buf, offset)
     return NodeData(data, _stat(buf, offset))
-
-
-def decode_node_data_full(buf: Buffer, offset: int, chroot: str) -> NodeData:
-    data, offset = read_buffer(buf, offset)
-    return NodeData(data, _znode_stat(buf, offset))
 
 
 def decode_children(buf: Buffer, offset: int, chroot: str) -> list[str]:
     return read_string_vector(buf, offset)[0]
 
 
-def decode_children2(buf: Buffer, offset: int, chroot: str) -> Children:
+def decode_children_with_stat(buf: Buffer, offset: int, chroot: str) -> Children:
     names, offset = read_string_vector(buf, offset)
-    return Children(names, _znode_stat(buf, offset))
+    return Children(names, _stat(buf, offset))
 
 
 def decode_acl(buf: Buffer, offset: int, chroot: str) -> NodeACL:
@@ -452,10 +422,10 @@ def decode_multi(buf: Buffer, offset: int, chroot: str) -> list[Any]:
             results.append(from_server(path or "", chroot))
         elif optype in (OpCode.CREATE2, OpCode.CREATE_CONTAINER, OpCode.CREATE_TTL):
             path, offset = read_string(buf, offset)
-            results.append(Created(from_server(path or "", chroot), _znode_stat(buf, offset)))
+            results.append(Created(from_server(path or "", chroot), _stat(buf, offset)))
             offset += STAT.size
         elif optype == OpCode.SET_DATA:
-            results.append(_znode_stat(buf, offset))
+            results.append(_stat(buf, offset))
             offset += STAT.size
         elif optype in (OpCode.DELETE, OpCode.CHECK):
             results.append(None)
@@ -522,38 +492,16 @@ def _no_watch(kind: str, watch: bool) -> None:
         raise ValueError(f"{kind} cannot set a watch")
 
 
-def _b_ops_create(req: Any, chroot: str, watch: bool) -> Plan:
-    # The hot path of every lock: no enum arithmetic, one join.
+def _b_create(req: Any, chroot: str, watch: bool) -> Plan:
     if watch:
         _no_watch("create", watch)
-    spec = _OPS_CREATE.get((req.ephemeral, req.sequential, req.container))
-    if spec is None:
-        _ops_create_mode(req)  # raises the reason
-        raise AssertionError("unreachable")
-    raw = (to_server(req.path, chroot) if chroot else req.path).encode("utf-8")
-    data = req.data
-    tail = spec[1]
-    if req.acl:  # the open ACL's bytes start the precomputed tail: swap in ours
-        tail = _acl_bytes(req.acl) + tail[len(_OPEN_ACL_BYTES) :]
-    body = b"".join((INT.pack(len(raw)), raw, INT.pack(len(data)), data, tail))
-    return Plan(spec[0], body, decode_created, req.path)
+    opcode, body = _encode_create_request(req, chroot)
+    return Plan(opcode, body, decode_created, req.path)
 
 
-def _b_ops_get_acl(req: Any, chroot: str, watch: bool) -> Plan:
+def _b_get_acl(req: Any, chroot: str, watch: bool) -> Plan:
     _no_watch("getACL", watch)
     return Plan(OpCode.GET_ACL, write_string(to_server(req.path, chroot)), decode_acl, req.path)
-
-
-def _b_create(req: Any, chroot: str, watch: bool) -> Plan:
-    _no_watch("create", watch)
-    path = to_server(req.path, chroot)
-    opcode, body = encode_create(path, req.data, req.mode, req.acl, req.ttl_ms)
-    return Plan(opcode, body, decode_created_full, req.path)
-
-
-def _b_ops_delete(req: Any, chroot: str, watch: bool) -> Plan:
-    _no_watch("delete", watch)
-    return Plan(OpCode.DELETE, _path_int(to_server(req.path, chroot), -1), decode_nothing, req.path)
 
 
 def _b_delete(req: Any, chroot: str, watch: bool) -> Plan:
@@ -562,56 +510,34 @@ def _b_delete(req: Any, chroot: str, watch: bool) -> Plan:
     return Plan(OpCode.DELETE, body, decode_nothing, req.path)
 
 
-def _b_ops_exists(req: Any, chroot: str, watch: bool) -> Plan:
+def _b_exists(req: Any, chroot: str, watch: bool) -> Plan:
     body = _path_watch(to_server(req.path, chroot), watch)
     if watch:
         return Plan(OpCode.EXISTS, body, decode_exists, req.path, WatchTable.DATA, WatchTable.EXIST)
     return Plan(OpCode.EXISTS, body, decode_exists, req.path)
 
 
-def _b_exists(req: Any, chroot: str, watch: bool) -> Plan:
-    body = _path_watch(to_server(req.path, chroot), watch)
-    if watch:
-        return Plan(
-            OpCode.EXISTS, body, decode_exists_full, req.path, WatchTable.DATA, WatchTable.EXIST
-        )
-    return Plan(OpCode.EXISTS, body, decode_exists_full, req.path)
-
-
-def _b_ops_get_data(req: Any, chroot: str, watch: bool) -> Plan:
+def _b_get_data(req: Any, chroot: str, watch: bool) -> Plan:
     body = _path_watch(to_server(req.path, chroot), watch)
     kind = WatchTable.DATA if watch else None
     return Plan(OpCode.GET_DATA, body, decode_node_data, req.path, kind)
 
 
-def _b_get_data(req: Any, chroot: str, watch: bool) -> Plan:
-    body = _path_watch(to_server(req.path, chroot), watch)
-    kind = WatchTable.DATA if watch else None
-    return Plan(OpCode.GET_DATA, body, decode_node_data_full, req.path, kind)
-
-
-def _b_ops_get_children(req: Any, chroot: str, watch: bool) -> Plan:
-    body = _path_watch(to_server(req.path, chroot), watch)
-    kind = WatchTable.CHILD if watch else None
-    return Plan(OpCode.GET_CHILDREN, body, decode_children, req.path, kind)
-
-
 def _b_get_children(req: Any, chroot: str, watch: bool) -> Plan:
     body = _path_watch(to_server(req.path, chroot), watch)
     kind = WatchTable.CHILD if watch else None
-    return Plan(OpCode.GET_CHILDREN2, body, decode_children2, req.path, kind)
+    if req.with_stat:
+        return Plan(OpCode.GET_CHILDREN2, body, decode_children_with_stat, req.path, kind)
+    return Plan(OpCode.GET_CHILDREN, body, decode_children, req.path, kind)
 
 
 def _b_set_data(req: Any, chroot: str, watch: bool) -> Plan:
     _no_watch("setData", watch)
-    body = (
-        write_string(to_server(req.path, chroot)) + write_buffer(req.data) + INT.pack(req.version)
-    )
-    return Plan(OpCode.SET_DATA, body, decode_znode_stat, req.path)
+    return Plan(OpCode.SET_DATA, _set_data_body(req, chroot), decode_stat, req.path)
 
 
 def _b_check(req: Any, chroot: str, watch: bool) -> Plan:
-    raise TypeError("CheckRequest is only valid inside a MultiRequest")
+    raise TypeError("Check is only valid inside a Multi")
 
 
 def _b_sync(req: Any, chroot: str, watch: bool) -> Plan:
@@ -621,7 +547,7 @@ def _b_sync(req: Any, chroot: str, watch: bool) -> Plan:
 
 def _b_add_watch(req: Any, chroot: str, watch: bool) -> Plan:
     if not watch:
-        raise ValueError("AddWatchRequest needs a watcher")
+        raise ValueError("AddWatch needs a watcher")
     kind = (
         WatchTable.PERSISTENT_RECURSIVE
         if req.mode == AddWatchMode.PERSISTENT_RECURSIVE
@@ -637,22 +563,17 @@ def _b_multi(req: Any, chroot: str, watch: bool) -> Plan:
 
 
 _BUILDERS: dict[type, Callable[[Any, str, bool], Plan]] = {
-    Create: _b_ops_create,
-    Delete: _b_ops_delete,
-    Exists: _b_ops_exists,
-    GetData: _b_ops_get_data,
-    GetChildren: _b_ops_get_children,
-    GetACL: _b_ops_get_acl,
-    CreateRequest: _b_create,
-    DeleteRequest: _b_delete,
-    ExistsRequest: _b_exists,
-    GetDataRequest: _b_get_data,
-    GetChildrenRequest: _b_get_children,
-    SetDataRequest: _b_set_data,
-    CheckRequest: _b_check,
-    SyncRequest: _b_sync,
-    AddWatchRequest: _b_add_watch,
-    MultiRequest: _b_multi,
+    Create: _b_create,
+    Delete: _b_delete,
+    Exists: _b_exists,
+    GetData: _b_get_data,
+    GetChildren: _b_get_children,
+    GetACL: _b_get_acl,
+    SetData: _b_set_data,
+    Check: _b_check,
+    Sync: _b_sync,
+    AddWatch: _b_add_watch,
+    Multi: _b_multi,
 }
 
 __all__ = [

@@ -1,36 +1,55 @@
-"""The records the client sends and receives, named after the jute records they encode.
+"""The records the client sends and receives, named after the ZooKeeper operations.
 
-The lock flows' requests are the first six here (``Create``, ``Delete``, ``GetChildren``,
-``GetData``, ``Exists``, ``GetACL``) with their replies (``Created``, ``NodeData``,
-``Stat``, ``NodeACL``); they also say when they may still be sent (``deadline``,
-``retry``: read by drivers, ignored by the codec). The rest serve users of the
-connection beyond locks: ``CreateRequest`` (every create mode, TTL), ``DeleteRequest``
-and ``SetDataRequest`` (with a version), ``ExistsRequest`` / ``GetDataRequest`` /
-``GetChildrenRequest`` (full stat), ``CheckRequest`` (multi only), ``MultiRequest``,
-``SyncRequest``, ``AddWatchRequest``; ACLs and identities.
+One family: one request record per operation, used alike by the lock flows (through
+``zklocks._core.ops``) and by the connection's convenience API. Every field a lock flow
+does not set has a default that keeps the flows' calls and their bytes as they are:
+
+* ``Create`` (reply ``Created``): ephemeral by default; ``sequential``, ``container``,
+  ``ttl_ms`` (a persistent TTL node) and ``acl`` (empty: the open ACL) choose the rest
+  of ZooKeeper's create modes (``mode`` names the one the flags add up to).
+* ``Delete`` (``None``) and ``SetData`` (``Stat``): ``version`` ``-1`` means any.
+* ``GetChildren`` (``list[str]``; ``Children`` with ``with_stat=True``: getChildren2),
+  ``GetData`` (``NodeData``), ``Exists`` (``Stat``, ``None`` when absent), ``GetACL``
+  (``NodeACL``).
+* ``Check`` (inside a ``Multi`` only), ``Multi``, ``Sync``, ``AddWatch``.
+
+The flows' requests also say when they may still be sent (``deadline``, ``retry``: read
+by drivers, ignored by the codec). ``Stat`` is ZooKeeper's whole stat, one record for
+every reply that carries one.
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
-from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TypeAlias
+from typing import NamedTuple, TypeAlias
 
 from zklocks._protocol.constants import AddWatchMode, CreateMode, Perm
 
 
-@dataclass(frozen=True, slots=True)
-class Stat:
-    """The parts of a ZooKeeper ``Stat`` the lock flows and ``contenders()`` use."""
+class Stat(NamedTuple):
+    """A node's ``Stat``, every field, in the order the wire carries them.
+
+    A named tuple, not a frozen dataclass, for speed: every create, exists and getData
+    reply of a lock cycle decodes one, and building it straight from the unpacked wire
+    tuple costs a third of what a frozen dataclass's ``__init__`` does (about 0.7 µs
+    against 2.3 µs measured on this machine, for 11 fields against the 6 the flows read).
+    kazoo's ``ZnodeStat`` is a named tuple for the same reason. Fields other than
+    ``czxid`` default to 0 so tests and the simulator name only the ones they mean.
+    """
 
     czxid: int
     mzxid: int = 0
     ctime_ms: int = 0
+    mtime_ms: int = 0
     version: int = 0
+    cversion: int = 0
+    aversion: int = 0
     ephemeral_owner: int = 0
+    data_length: int = 0
     num_children: int = 0
+    pzxid: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,8 +76,23 @@ class NodeACL:
 
 
 @dataclass(frozen=True, slots=True)
+class Children:
+    """Reply to ``GetChildren(with_stat=True)`` (getChildren2): names and the parent's stat."""
+
+    names: list[str]
+    stat: Stat
+
+
+@dataclass(frozen=True, slots=True)
 class Create:
-    """Create a node. Reply: ``Created``, or an error (``NoNodeError``: no parent)."""
+    """Create a node. Reply: ``Created``, or an error (``NoNodeError``: no parent).
+
+    The flags add up to one of ZooKeeper's create modes (``mode``); a combination that
+    is none (a container that is ephemeral or sequential, a TTL node that is ephemeral
+    or a container) is refused with ``ValueError`` when the request is encoded. TTL
+    nodes (``ttl_ms > 0``, with ``ephemeral=False``) need a server started with
+    ``zookeeper.extendedTypesEnabled=true``; others answer ``UnimplementedError``.
+    """
 
     path: str
     data: bytes = b""
@@ -68,24 +102,48 @@ class Create:
     deadline: float | None = None
     retry: bool = False
     acl: tuple[ACL, ...] = ()
+    ttl_ms: int = 0
+
+    @property
+    def mode(self) -> CreateMode:
+        """The create mode the flags add up to; ``ValueError`` if they add up to none."""
+        if self.container:
+            if self.ephemeral or self.sequential or self.ttl_ms:
+                raise ValueError("a container node cannot be ephemeral, sequential or TTL")
+            return CreateMode.CONTAINER
+        if self.ttl_ms:
+            if self.ttl_ms < 0:
+                raise ValueError(f"ttl_ms must be positive, not {self.ttl_ms}")
+            if self.ephemeral:
+                raise ValueError("a TTL node cannot be ephemeral (pass ephemeral=False)")
+            if self.sequential:
+                return CreateMode.PERSISTENT_SEQUENTIAL_WITH_TTL
+            return CreateMode.PERSISTENT_WITH_TTL
+        return CreateMode(int(self.ephemeral) | (2 if self.sequential else 0))
 
 
 @dataclass(frozen=True, slots=True)
 class Delete:
-    """Delete a node, any version. Reply: ``None`` or an error."""
+    """Delete a node if its version matches (``-1``: any). Reply: ``None`` or an error."""
 
     path: str
     deadline: float | None = None
     retry: bool = False
+    version: int = -1
 
 
 @dataclass(frozen=True, slots=True)
 class GetChildren:
-    """List a node's children (names only, no watch). Reply: ``list[str]`` or an error."""
+    """List a node's children. Reply: ``list[str]`` or an error.
+
+    ``with_stat=True`` sends getChildren2 instead, whose reply ``Children`` adds the
+    parent's stat.
+    """
 
     path: str
     deadline: float | None = None
     retry: bool = False
+    with_stat: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +157,7 @@ class GetData:
 
 @dataclass(frozen=True, slots=True)
 class Exists:
-    """Stat a node without a watch. Reply: ``Stat``, ``None`` when absent, or an error."""
+    """Stat a node. Reply: ``Stat``, ``None`` when absent (a watch is still set), or an error."""
 
     path: str
     deadline: float | None = None
@@ -113,6 +171,68 @@ class GetACL:
     path: str
     deadline: float | None = None
     retry: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SetData:
+    """Replace a node's data if its version matches (``-1``: any). Reply: ``Stat``."""
+
+    path: str
+    data: bytes
+    version: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """Inside a multi only: fail the transaction unless the node has ``version``."""
+
+    path: str
+    version: int
+
+
+@dataclass(frozen=True, slots=True)
+class Sync:
+    """Let the server this session talks to catch up with the leader. Reply: the path."""
+
+    path: str
+
+
+@dataclass(frozen=True, slots=True)
+class AddWatch:
+    """Set a persistent (optionally recursive) watch (ZooKeeper 3.6+). Reply: ``None``.
+
+    The watcher stays until the session ends; it sees ``CREATED``, ``DELETED``,
+    ``CHANGED`` (and for a non-recursive watch ``CHILD``) for the path — a recursive one
+    for every node below it too.
+    """
+
+    path: str
+    mode: AddWatchMode = AddWatchMode.PERSISTENT_RECURSIVE
+
+
+MultiOp: TypeAlias = Create | Delete | SetData | Check
+
+
+@dataclass(frozen=True, slots=True)
+class Multi:
+    """Apply ``ops`` atomically. Reply: a list with one result per op.
+
+    Results: the created path (``str``: inside a multi ZooKeeper 3.8 answers a create
+    with the path only, no stat), ``None`` for delete and check, ``Stat`` for setData.
+    When the transaction fails nothing is applied and the request fails with the error
+    of the op that failed; that error's ``results`` holds one error per op
+    (``RolledBackError`` before it, ``RuntimeInconsistencyError`` after it).
+    """
+
+    ops: tuple[MultiOp, ...]
+
+    def __post_init__(self) -> None:
+        for op in self.ops:
+            if not isinstance(op, Create | Delete | SetData | Check):
+                raise TypeError(f"{type(op).__name__} cannot be part of a multi")
+
+
+MultiResult: TypeAlias = str | Created | Stat | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,161 +267,30 @@ def digest_acl(user: str, password: str, perms: int = Perm.ALL) -> ACL:
     return ACL(perms, digest_id(user, password))
 
 
-@dataclass(frozen=True, slots=True)
-class ZnodeStat(Stat):
-    """Every field of ZooKeeper's ``Stat`` (a ``zklocks._core.ops.Stat`` with the rest added)."""
-
-    mtime_ms: int = 0
-    cversion: int = 0
-    aversion: int = 0
-    data_length: int = 0
-    pzxid: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class Children:
-    """Reply to ``GetChildrenRequest`` (getChildren2): child names and the parent's stat."""
-
-    names: list[str]
-    stat: ZnodeStat
-
-
-@dataclass(frozen=True, slots=True)
-class CreateRequest:
-    """Create a node in any mode. Reply: ``Created`` (path with sequence suffix, full stat).
-
-    TTL modes need ``ttl_ms > 0`` and a server started with
-    ``zookeeper.extendedTypesEnabled=true``; other servers answer ``UnimplementedError``.
-    """
-
-    path: str
-    data: bytes = b""
-    mode: CreateMode = CreateMode.PERSISTENT
-    acl: Sequence[ACL] = OPEN_ACL_UNSAFE
-    ttl_ms: int = 0
-
-    def __post_init__(self) -> None:
-        if self.mode.is_ttl and self.ttl_ms <= 0:
-            raise ValueError(f"{self.mode.name} needs ttl_ms > 0")
-        if not self.mode.is_ttl and self.ttl_ms:
-            raise ValueError(f"ttl_ms is only allowed with a TTL mode, not {self.mode.name}")
-        if not self.acl:
-            raise ValueError("a node needs at least one ACL entry")
-
-
-@dataclass(frozen=True, slots=True)
-class DeleteRequest:
-    """Delete a node if its version matches (``-1``: any). Reply: ``None``."""
-
-    path: str
-    version: int = -1
-
-
-@dataclass(frozen=True, slots=True)
-class ExistsRequest:
-    """Stat a node. Reply: ``ZnodeStat``, or ``None`` when absent (a watch is still set)."""
-
-    path: str
-
-
-@dataclass(frozen=True, slots=True)
-class GetDataRequest:
-    """Read a node. Reply: ``NodeData`` whose ``stat`` is a ``ZnodeStat``."""
-
-    path: str
-
-
-@dataclass(frozen=True, slots=True)
-class SetDataRequest:
-    """Replace a node's data if its version matches (``-1``: any). Reply: ``ZnodeStat``."""
-
-    path: str
-    data: bytes
-    version: int = -1
-
-
-@dataclass(frozen=True, slots=True)
-class GetChildrenRequest:
-    """List children with the parent's stat (getChildren2). Reply: ``Children``."""
-
-    path: str
-
-
-@dataclass(frozen=True, slots=True)
-class CheckRequest:
-    """Inside a multi only: fail the transaction unless the node has ``version``."""
-
-    path: str
-    version: int
-
-
-@dataclass(frozen=True, slots=True)
-class SyncRequest:
-    """Let the server this session talks to catch up with the leader. Reply: the path."""
-
-    path: str
-
-
-@dataclass(frozen=True, slots=True)
-class AddWatchRequest:
-    """Set a persistent (optionally recursive) watch (ZooKeeper 3.6+). Reply: ``None``.
-
-    The watcher stays until the session ends; it sees ``CREATED``, ``DELETED``,
-    ``CHANGED`` (and for a non-recursive watch ``CHILD``) for the path — a recursive one
-    for every node below it too.
-    """
-
-    path: str
-    mode: AddWatchMode = AddWatchMode.PERSISTENT_RECURSIVE
-
-
-MultiOp: TypeAlias = CreateRequest | DeleteRequest | SetDataRequest | CheckRequest | Create | Delete
-
-
-@dataclass(frozen=True, slots=True)
-class MultiRequest:
-    """Apply ``ops`` atomically. Reply: a list with one result per op.
-
-    Results: the created path (``str``: inside a multi ZooKeeper 3.8 answers a create
-    with the path only, no stat), ``None`` for delete and check, ``ZnodeStat`` for
-    setData. When the transaction fails nothing is applied and the request fails with the
-    error of the op that failed; that error's ``results`` holds one error per op
-    (``RolledBackError`` before it, ``RuntimeInconsistencyError`` after it).
-    """
-
-    ops: tuple[MultiOp, ...]
-
-    def __post_init__(self) -> None:
-        for op in self.ops:
-            if not isinstance(
-                op, CreateRequest | DeleteRequest | SetDataRequest | CheckRequest | Create | Delete
-            ):
-                raise TypeError(f"{type(op).__name__} cannot be part of a multi")
-
-
-MultiResult: TypeAlias = str | Created | ZnodeStat | None
-
 __all__ = [
     "ACL",
     "CREATOR_ALL_ACL",
     "OPEN_ACL_UNSAFE",
     "READ_ACL_UNSAFE",
-    "AddWatchRequest",
-    "CheckRequest",
+    "AddWatch",
+    "Check",
     "Children",
-    "CreateRequest",
-    "DeleteRequest",
-    "ExistsRequest",
-    "GetChildrenRequest",
-    "GetDataRequest",
+    "Create",
+    "Created",
+    "Delete",
+    "Exists",
+    "GetACL",
+    "GetChildren",
+    "GetData",
     "Id",
+    "Multi",
     "MultiOp",
-    "MultiRequest",
     "MultiResult",
+    "NodeACL",
     "NodeData",
-    "SetDataRequest",
-    "SyncRequest",
-    "ZnodeStat",
+    "SetData",
+    "Stat",
+    "Sync",
     "digest_acl",
     "digest_id",
 ]

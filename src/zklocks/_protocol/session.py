@@ -458,7 +458,7 @@ class Session:
         p = pending[0]
         if err:
             pending.popleft()
-            if err == _NO_NODE and p.decode in codec.EXISTS_DECODERS:
+            if err == _NO_NODE and p.decode is codec.decode_exists:
                 # exists: absence is an answer, and the server has set an exist watch.
                 if p.watcher is not None and p.nonode_watch is not None:
                     self.watches.add(p.nonode_watch, p.path or "/", p.watcher)

@@ -35,7 +35,7 @@ class SyncSession(Protocol):
         ...
 
     def watch_node(self, path: str, watcher: Watcher) -> None:
-        """Set an exists-watch without waiting for the reply (a lease watching its node).
+        """Set a getData watch without waiting for the reply (a lease watching its node).
 
         If the reply says the node is already gone, ``watcher`` gets a DELETED event.
         """

@@ -66,7 +66,7 @@ from zklocks._core import events as _events
 from zklocks._core import security as _security
 from zklocks._core.ops import Created, NodeData
 from zklocks._protocol import codec
-from zklocks._protocol.constants import DEFAULT_MAX_BUFFER, AddWatchMode, CreateMode, EventType
+from zklocks._protocol.constants import DEFAULT_MAX_BUFFER, AddWatchMode, EventType
 from zklocks._protocol.errors import (
     AuthFailedError,
     ClientClosedError,
@@ -79,17 +79,17 @@ from zklocks._protocol.errors import (
 from zklocks._protocol.records import (
     ACL,
     OPEN_ACL_UNSAFE,
-    AddWatchRequest,
-    CreateRequest,
-    DeleteRequest,
-    ExistsRequest,
-    GetChildrenRequest,
-    GetDataRequest,
+    AddWatch,
+    Create,
+    Delete,
+    Exists,
+    GetChildren,
+    GetData,
+    Multi,
     MultiOp,
-    MultiRequest,
-    SetDataRequest,
-    SyncRequest,
-    ZnodeStat,
+    SetData,
+    Stat,
+    Sync,
 )
 from zklocks._protocol.session import (
     Established,
@@ -390,7 +390,7 @@ class Connection:
         ``ZooKeeperError`` as the future's exception; one in flight when the connection
         drops, ``ConnectionLossError``; any after ``close()``, ``ClientClosedError``.
         ``watcher`` sets a watch (exists/getData: data watch; getChildren: child watch;
-        AddWatchRequest: a persistent watch) and is called on the loop thread when it fires.
+        AddWatch: a persistent watch) and is called on the loop thread when it fires.
         """
         loop = self._loop or asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
@@ -716,9 +716,9 @@ class Connection:
         chroot = self._session.chroot
         requests: list[tuple[object, str | None]] = []
         if self._lag_option is None:
-            requests.append((GetDataRequest("/zookeeper/config"), ""))
+            requests.append((GetData("/zookeeper/config"), ""))
         if chroot:
-            requests.append((ExistsRequest("/"), None))
+            requests.append((Exists("/"), None))
         if not requests:
             return
         loop = self._loop_or_running()
@@ -1057,57 +1057,47 @@ class Connection:
         acl: Sequence[ACL] = OPEN_ACL_UNSAFE,
     ) -> Created:
         """Create a node; ``ttl`` (seconds) makes a TTL node. Returns path and stat."""
-        if container:
-            if ephemeral or sequential or ttl is not None:
-                raise ValueError("a container node cannot be ephemeral, sequential or TTL")
-            mode = CreateMode.CONTAINER
-        elif ttl is not None:
-            if ephemeral:
-                raise ValueError("a TTL node cannot be ephemeral")
-            mode = (
-                CreateMode.PERSISTENT_SEQUENTIAL_WITH_TTL
-                if sequential
-                else CreateMode.PERSISTENT_WITH_TTL
-            )
-        else:
-            mode = CreateMode(int(ephemeral) | (2 if sequential else 0))
+        if not acl:
+            raise ValueError("a node needs at least one ACL entry")
         ttl_ms = 0 if ttl is None else max(int(ttl * 1000), 1)
-        request = CreateRequest(path, data, mode, acl, ttl_ms)
+        request = Create(
+            path, data, ephemeral, sequential, container, acl=tuple(acl), ttl_ms=ttl_ms
+        )
+        _ = request.mode  # flags that make no create mode: ValueError now, not at a resend
         result: Created = await self.submit(request)
         return result
 
     async def delete(self, path: str, *, version: int = -1) -> None:
-        await self.submit(DeleteRequest(path, version))
+        await self.submit(Delete(path, version=version))
 
-    async def exists(self, path: str, *, watcher: Watcher | None = None) -> ZnodeStat | None:
-        result: ZnodeStat | None = await self.submit(ExistsRequest(path), watcher=watcher)
+    async def exists(self, path: str, *, watcher: Watcher | None = None) -> Stat | None:
+        result: Stat | None = await self.submit(Exists(path), watcher=watcher)
         return result
 
     async def get_data(self, path: str, *, watcher: Watcher | None = None) -> NodeData:
-        result: NodeData = await self.submit(GetDataRequest(path), watcher=watcher)
+        result: NodeData = await self.submit(GetData(path), watcher=watcher)
         return result
 
-    async def set_data(self, path: str, data: bytes, *, version: int = -1) -> ZnodeStat:
-        result: ZnodeStat = await self.submit(SetDataRequest(path, data, version))
+    async def set_data(self, path: str, data: bytes, *, version: int = -1) -> Stat:
+        result: Stat = await self.submit(SetData(path, data, version))
         return result
 
     async def get_children(self, path: str, *, watcher: Watcher | None = None) -> list[str]:
-        result = await self.submit(GetChildrenRequest(path), watcher=watcher)
-        names: list[str] = result.names
+        names: list[str] = await self.submit(GetChildren(path), watcher=watcher)
         return names
 
     async def multi(self, *ops: MultiOp) -> list[Any]:
         """Apply ``ops`` atomically; raises the failing op's error (``.results`` has all)."""
-        result: list[Any] = await self.submit(MultiRequest(tuple(ops)))
+        result: list[Any] = await self.submit(Multi(tuple(ops)))
         return result
 
     async def sync(self, path: str = "/") -> None:
-        await self.submit(SyncRequest(path))
+        await self.submit(Sync(path))
 
     async def add_watch(self, path: str, watcher: Watcher, *, recursive: bool = True) -> None:
         """A persistent watch (ZooKeeper 3.6+); restored after reconnects, ends with the session."""
         mode = AddWatchMode.PERSISTENT_RECURSIVE if recursive else AddWatchMode.PERSISTENT
-        await self.submit(AddWatchRequest(path, mode), watcher=watcher)
+        await self.submit(AddWatch(path, mode), watcher=watcher)
 
     async def add_auth(self, scheme: str, credential: bytes) -> None:
         """Authenticate this session (e.g. ``"digest", b"user:password"``); re-sent on reconnect."""

@@ -111,9 +111,13 @@ class Node:
             czxid=self.czxid,
             mzxid=self.mzxid,
             ctime_ms=self.ctime_ms,
+            mtime_ms=self.mtime_ms,
             version=self.version,
+            cversion=self.reported_cversion,
             ephemeral_owner=self.ephemeral_owner,
+            data_length=len(self.data),
             num_children=len(self.children),
+            pzxid=self.pzxid,
         )
 
     def full_stat(self) -> FullStat:
@@ -133,7 +137,7 @@ class Node:
 
 @dataclass(frozen=True, slots=True)
 class FullStat:
-    """Every stat field the model keeps (``_ops.Stat`` carries the ones flows use)."""
+    """Every stat field the model keeps, for ``SimSession`` (replies carry them as a ``Stat``)."""
 
     czxid: int
     mzxid: int
@@ -237,8 +241,14 @@ class Model:
     # -- requests ---------------------------------------------------------------------
 
     def apply(self, session_id: int, request: Request, *, watch: bool = False) -> Reply:
-        """Run one ``zklocks._core.ops`` request for a session; reply as a driver would."""
+        """Run one ``zklocks._core.ops`` request for a session; reply as a driver would.
+
+        A request asking for what the model does not keep (a TTL, a version to match,
+        children with a stat) is refused with ``ValueError`` rather than answered wrong.
+        """
         if isinstance(request, Create):
+            if request.ttl_ms:
+                raise ValueError(f"the simulator does not model TTL nodes: {request!r}")
             return self.create(
                 session_id,
                 request.path,
@@ -248,8 +258,12 @@ class Model:
                 container=request.container,
             )
         if isinstance(request, Delete):
+            if request.version != -1:
+                raise ValueError(f"the simulator does not model versions: {request!r}")
             return self.delete(session_id, request.path)
         if isinstance(request, GetChildren):
+            if request.with_stat:
+                raise ValueError(f"the simulator answers getChildren without a stat: {request!r}")
             return self.get_children(session_id, request.path, watch=watch)
         if isinstance(request, GetData):
             return self.get_data(session_id, request.path, watch=watch)

@@ -22,18 +22,18 @@ from typing import Any
 
 from zklocks._core import ops as _ops
 from zklocks._protocol import codec
-from zklocks._protocol.constants import AddWatchMode, CreateMode, OpCode, Xid
+from zklocks._protocol.constants import AddWatchMode, OpCode, Xid
 from zklocks._protocol.records import (
-    AddWatchRequest,
-    CheckRequest,
-    CreateRequest,
-    DeleteRequest,
-    ExistsRequest,
-    GetChildrenRequest,
-    GetDataRequest,
-    MultiRequest,
-    SetDataRequest,
-    SyncRequest,
+    AddWatch,
+    Check,
+    Create,
+    Delete,
+    Exists,
+    GetChildren,
+    GetData,
+    Multi,
+    SetData,
+    Sync,
     digest_acl,
 )
 from zklocks._protocol.session import Established, Session
@@ -127,7 +127,7 @@ def main() -> None:
             record(name, frame, replies, **facts)
 
         base = "/zkl-capture"
-        call("create_persistent", CreateRequest(base, b"hello"))
+        call("create_persistent", Create(base, b"hello", ephemeral=False))
         call("create_ephemeral_ops", _ops.Create(base + "/eph", b"e", ephemeral=True))
         call(
             "create_ephemeral_sequential_ops",
@@ -135,25 +135,25 @@ def main() -> None:
         )
         call(
             "create_persistent_sequential",
-            CreateRequest(base + "/pseq-", b"", mode=CreateMode.PERSISTENT_SEQUENTIAL),
+            Create(base + "/pseq-", b"", ephemeral=False, sequential=True),
         )
         call("create_container_ops", _ops.Create("/zkl-container", ephemeral=False, container=True))
         call(
             "create_ttl",
-            CreateRequest(base + "/ttl", b"t", mode=CreateMode.PERSISTENT_WITH_TTL, ttl_ms=60000),
+            Create(base + "/ttl", b"t", ephemeral=False, ttl_ms=60000),
         )
-        call("create_exists_error", CreateRequest(base, b""), error=-110)
+        call("create_exists_error", Create(base, b"", ephemeral=False), error=-110)
         call("create_no_parent_error", _ops.Create("/zkl-missing/child"), error=-101)
-        call("exists_found_watch", ExistsRequest(base), watch=True)
+        call("exists_found_watch", Exists(base), watch=True)
         call("exists_missing_watch_ops", _ops.Exists(base + "/later"), watch=True)
-        call("get_data_watch", GetDataRequest(base), watch=True)
+        call("get_data_watch", GetData(base), watch=True)
         call("get_data_ops", _ops.GetData(base + "/eph"))
-        call("set_data", SetDataRequest(base, b"world", 0))
-        call("set_data_bad_version", SetDataRequest(base, b"x", 7), error=-103)
+        call("set_data", SetData(base, b"world", 0))
+        call("set_data_bad_version", SetData(base, b"x", 7), error=-103)
         call("get_children_ops_watch", _ops.GetChildren(base), watch=True)
-        call("get_children2", GetChildrenRequest(base))
-        call("sync", SyncRequest(base))
-        call("delete_not_empty", DeleteRequest(base), error=-111)
+        call("get_children2", GetChildren(base, with_stat=True))
+        call("sync", Sync(base))
+        call("delete_not_empty", Delete(base), error=-111)
         call("delete_ops_missing", _ops.Delete(base + "/nope"), error=-101)
 
         ping = a.ping("ping")
@@ -169,30 +169,30 @@ def main() -> None:
 
         call(
             "create_digest_acl",
-            CreateRequest(base + "/secret", b"s", acl=(digest_acl("alice", "secret"),)),
+            Create(base + "/secret", b"s", ephemeral=False, acl=(digest_acl("alice", "secret"),)),
         )
-        call("get_data_no_auth", GetDataRequest(base + "/secret"), wire=wb, error=-102)
+        call("get_data_no_auth", GetData(base + "/secret"), wire=wb, error=-102)
 
         call(
             "multi_ok",
-            MultiRequest(
+            Multi(
                 (
-                    CreateRequest(base + "/m1", b"1"),
-                    SetDataRequest(base + "/m1", b"2", 0),
-                    CheckRequest(base + "/m1", 1),
+                    Create(base + "/m1", b"1", ephemeral=False),
+                    SetData(base + "/m1", b"2", 0),
+                    Check(base + "/m1", 1),
                     _ops.Create(base + "/m2", ephemeral=False),
-                    DeleteRequest(base + "/m2"),
+                    Delete(base + "/m2"),
                 )
             ),
         )
         call(
             "multi_fail",
-            MultiRequest((CreateRequest(base + "/m3"), CheckRequest(base + "/m1", 99))),
+            Multi((Create(base + "/m3", ephemeral=False), Check(base + "/m1", 99))),
             error=-103,
         )
         call(
             "add_watch_recursive",
-            AddWatchRequest(base, AddWatchMode.PERSISTENT_RECURSIVE),
+            AddWatch(base, AddWatchMode.PERSISTENT_RECURSIVE),
             watch=True,
         )
 
@@ -203,10 +203,10 @@ def main() -> None:
             wb.send(frame)
             for r in wb.frames_until_reply(struct.unpack_from(">i", frame, 4)[0]):
                 b.receive(r)
-            call(name, SyncRequest(base))
+            call(name, Sync(base))
 
-        poke("notify_data_changed", SetDataRequest(base, b"again"))
-        poke("notify_created", CreateRequest(base + "/later"))
+        poke("notify_data_changed", SetData(base, b"again"))
+        poke("notify_created", Create(base + "/later", ephemeral=False))
 
         # Resume A's session on a new connection and restore its watches: a fresh child
         # watch on the base node and the recursive watch. Change the children while A is
@@ -214,7 +214,7 @@ def main() -> None:
         call("get_children_watch_again", _ops.GetChildren(base), watch=True)
         wa.close()
         a.disconnect()
-        frame = b.request(DeleteRequest(base + "/later"), "x")
+        frame = b.request(Delete(base + "/later"), "x")
         wb.send(frame)
         for r in wb.frames_until_reply(struct.unpack_from(">i", frame, 4)[0]):
             b.receive(r)
@@ -234,7 +234,7 @@ def main() -> None:
         replies = wa.frames_until_reply(Xid.SET_WATCHES)
         for r in replies:
             a.receive(r)
-        call("after_set_watches2", SyncRequest(base))
+        call("after_set_watches2", Sync(base))
         record("set_watches2", restore[1], replies)
 
         # A plain SetWatches (op 101) from B: an exist watch on a node that now exists.
