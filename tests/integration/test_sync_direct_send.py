@@ -91,7 +91,7 @@ def test_a_call_leaves_from_the_calling_thread_while_the_loop_is_busy(
         assert len(replies) == 1 and isinstance(replies[0], Created)
 
 
-def test_a_write_bigger_than_the_socket_buffer_is_finished_in_order(
+def test_a_write_bigger_than_the_socket_buffer_is_finished_before_any_other(
     zk_server: ZooKeeperServer,
     kazoo: KazooClient,
     base: str,
@@ -122,6 +122,18 @@ def test_a_write_bigger_than_the_socket_buffer_is_finished_in_order(
             assert busy.wait(WAIT)
             first: list[Any] = []
             second: list[Any] = []
+            third: list[Any] = []
+            small = [Create(base + "/n-", b"", ephemeral=False, sequential=True)]
+
+            def loop_side() -> None:
+                # Runs on the loop after ``occupy``, before the loop's turn to send the
+                # rest of the partial write: a write of the loop's own must not cut in.
+                future = session._connection.submit(small[0])
+                future.add_done_callback(
+                    lambda done: third.append(done.exception() or done.result())
+                )
+
+            session._loop.call_soon_threadsafe(loop_side)
             bulk = [Create(base + "/n-", big, ephemeral=False, sequential=True)] * 12
             a = threading.Thread(target=lambda: first.extend(session.call(bulk, None)))
             a.start()
@@ -129,7 +141,6 @@ def test_a_write_bigger_than_the_socket_buffer_is_finished_in_order(
                 _until(lambda: session._connection._session.in_flight >= 12)
                 # Called while the rest of the first write waits with the loop: it must
                 # not overtake it.
-                small = [Create(base + "/n-", b"", ephemeral=False, sequential=True)]
                 b = threading.Thread(target=lambda: second.extend(session.call(small, None)))
                 b.start()
                 _until(
@@ -145,14 +156,16 @@ def test_a_write_bigger_than_the_socket_buffer_is_finished_in_order(
             a.join(WAIT)
             b.join(WAIT)
             assert not a.is_alive() and not b.is_alive()
+            _until(lambda: bool(third))
             assert all(isinstance(reply, Created) for reply in first), first
+            assert len(third) == 1 and isinstance(third[0], Created), third
             assert len(second) == 1 and isinstance(second[0], Created), second
-            sequence = [int(reply.path.rsplit("-", 1)[1]) for reply in first + second]
-            assert sequence == sorted(sequence) and len(set(sequence)) == 13
+            sequence = [int(reply.path.rsplit("-", 1)[1]) for reply in first + third + second]
+            assert sequence == sorted(sequence) and len(set(sequence)) == 14
             assert SessionState.SUSPENDED not in states  # the stream stayed whole
     finally:
         on_loop(proxy.__aexit__(None, None, None))
-    assert len(kazoo.get_children(base)) == 13
+    assert len(kazoo.get_children(base)) == 14
 
 
 def test_timers_run_in_due_order_and_a_cancelled_one_never_runs() -> None:

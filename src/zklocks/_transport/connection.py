@@ -226,7 +226,8 @@ class Connection:
         self._send_lock = threading.RLock()
         self._direct: socket.socket | None = None  # a dup of the live plain-TCP socket
         self._direct_wire: _Wire | None = None
-        self._handed_over = False  # a partial direct write's rest is with the loop
+        # The rest of a caller's partial write: the loop writes it before anything else.
+        self._rest: bytes | None = None
 
     # ------------------------------------------------------------ public state
 
@@ -448,6 +449,8 @@ class Connection:
         self._last_send = time.monotonic()
         transport = self._transport
         assert transport is not None
+        if self._rest is not None:
+            self._write_rest(self._wire)  # a caller's partial write ends first
         transport.write(frame)
 
     # ------------------------------------------------------------ from other threads
@@ -472,7 +475,7 @@ class Connection:
                 or transport is None
                 or self._closing
                 or self._queue
-                or self._handed_over
+                or self._rest is not None
                 or not self._session.connected
                 or transport.get_write_buffer_size()
             ):
@@ -502,17 +505,19 @@ class Connection:
                 self._loop_or_running().call_soon_threadsafe(self._abort_direct, self._wire)
                 return True
             if sent < len(data):  # the socket buffer is full: the loop writes the rest
-                self._handed_over = True
-                self._loop_or_running().call_soon_threadsafe(
-                    self._write_rest, self._wire, data[sent:]
-                )
+                self._rest = data[sent:]
+                self._loop_or_running().call_soon_threadsafe(self._write_rest, self._wire)
         return True
 
-    def _write_rest(self, wire: _Wire | None, rest: bytes) -> None:
+    def _write_rest(self, wire: _Wire | None) -> None:
+        """On the loop: the rest of a caller's partial write, unless written already (the
+        loop's next write sends it first) or its connection is gone."""
         with self._send_lock:
-            if wire is not None and wire is self._wire:
-                self._write(rest)
-            self._handed_over = False
+            rest, self._rest = self._rest, None
+            transport = self._transport
+            if rest is not None and wire is not None and wire is self._wire and transport:
+                self._last_send = time.monotonic()
+                transport.write(rest)
 
     def _abort_direct(self, wire: _Wire | None) -> None:
         if wire is not None and wire is self._wire:
@@ -532,7 +537,6 @@ class Connection:
         with self._send_lock:
             self._stop_direct_locked()
             self._direct, self._direct_wire = direct, wire
-            self._handed_over = False
 
     def _stop_direct(self, wire: _Wire) -> None:
         with self._send_lock:
@@ -541,6 +545,7 @@ class Connection:
 
     def _stop_direct_locked(self) -> None:
         direct, self._direct, self._direct_wire = self._direct, None, None
+        self._rest = None
         if direct is not None:
             direct.close()
 
