@@ -14,8 +14,10 @@ that needs a clock, a socket or a callback:
   every reply: on an established plain-TCP connection with nothing queued or buffered
   ahead, else it declines and the caller uses the loop. Every write and every change
   to the session's in-flight FIFO holds ``_send_lock``, so the wire's order is the
-  FIFO's; callers write to a duplicate of the socket, closed under that lock before
-  the transport's own, so no thread writes to a reused descriptor number.
+  FIFO's. One caller writes at a time, outside the lock; callers (and the loop) that
+  come meanwhile append to an outbox it sends next. Callers write to a duplicate of
+  the socket, closed under that lock before the transport's own (by the writing
+  caller, when one is in its send), so no thread writes to a reused descriptor number.
 * **Liveness.** Once connected, a ping goes out whenever nothing was sent for a third of
   the negotiated session timeout; if nothing at all is *received* for two thirds of it,
   the connection is declared dead and dropped (a silent peer or a stalled network looks
@@ -228,6 +230,11 @@ class Connection:
         self._direct_wire: _Wire | None = None
         # The rest of a caller's partial write: the loop writes it before anything else.
         self._rest: bytes | None = None
+        # Frames made while another caller is writing: that writer sends them too, in
+        # order, so callers never wait on each other's send syscall.
+        self._outbox: list[bytes] = []
+        self._writing = False  # a caller is sending to ``_direct`` outside the lock
+        self._retired: list[socket.socket] = []  # stopped while written to: close later
 
     # ------------------------------------------------------------ public state
 
@@ -449,6 +456,9 @@ class Connection:
         self._last_send = time.monotonic()
         transport = self._transport
         assert transport is not None
+        if self._writing and self._direct_wire is self._wire:
+            self._outbox.append(frame)  # after what the writing caller is sending
+            return
         if self._rest is not None:
             self._write_rest(self._wire)  # a caller's partial write ends first
         transport.write(frame)
@@ -492,8 +502,19 @@ class Connection:
                     token.set_exception(exc)
             if not frames:
                 return True
-            data = b"".join(frames) if len(frames) > 1 else frames[0]
             self._last_send = now
+            if self._writing:
+                self._outbox.extend(frames)
+                return True  # the writing caller sends ours after its own
+            self._writing = True
+            wire = self._wire
+        self._send_outbox(sock, b"".join(frames) if len(frames) > 1 else frames[0], wire)
+        return True
+
+    def _send_outbox(self, sock: socket.socket, data: bytes, wire: _Wire | None) -> None:
+        """As the writing caller: send ``data``, then what the outbox gathered meanwhile,
+        until it is empty; outside the lock, so other callers only add to the outbox."""
+        while True:
             try:
                 sent = sock.send(data)
             except (BlockingIOError, InterruptedError):
@@ -502,12 +523,35 @@ class Connection:
                 # The connection is broken: the loop drops it, and the requests in
                 # flight (these too) fail with ConnectionLossError, as if sent.
                 log.debug("direct send failed: %r", exc)
-                self._loop_or_running().call_soon_threadsafe(self._abort_direct, self._wire)
-                return True
-            if sent < len(data):  # the socket buffer is full: the loop writes the rest
-                self._rest = data[sent:]
-                self._loop_or_running().call_soon_threadsafe(self._write_rest, self._wire)
-        return True
+                with self._send_lock:
+                    self._outbox.clear()
+                    self._stop_writing()
+                self._loop_or_running().call_soon_threadsafe(self._abort_direct, wire)
+                return
+            with self._send_lock:
+                if sent < len(data):  # the socket buffer is full: the loop writes the rest
+                    if self._direct is sock:
+                        self._rest = data[sent:] + b"".join(self._outbox)
+                        self._loop_or_running().call_soon_threadsafe(self._write_rest, wire)
+                    self._outbox.clear()
+                    self._stop_writing()
+                    return
+                outbox = self._outbox
+                if not outbox or self._direct is None:
+                    outbox.clear()  # stopped: those requests fail with the connection
+                    self._stop_writing()
+                    return
+                sock = self._direct
+                data = b"".join(outbox) if len(outbox) > 1 else outbox[0]
+                outbox.clear()
+                wire = self._wire
+
+    def _stop_writing(self) -> None:
+        """Holding ``_send_lock``: no caller writes now; close a socket stopped meanwhile."""
+        self._writing = False
+        retired, self._retired = self._retired, []
+        for sock in retired:
+            sock.close()
 
     def _write_rest(self, wire: _Wire | None) -> None:
         """On the loop: the rest of a caller's partial write, unless written already (the
@@ -546,7 +590,12 @@ class Connection:
     def _stop_direct_locked(self) -> None:
         direct, self._direct, self._direct_wire = self._direct, None, None
         self._rest = None
-        if direct is not None:
+        self._outbox.clear()
+        if direct is None:
+            return
+        if self._writing:  # a caller may be in its send: it closes the socket after
+            self._retired.append(direct)
+        else:
             direct.close()
 
     # ------------------------------------------------------------ incoming bytes
