@@ -206,6 +206,7 @@ class NativeSession:
             ssl=ssl,
             auth=auth,
         )
+        self._connection.thread_writes = True  # callers write their own requests
         self._connect_timeout = connect_timeout
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(

@@ -226,6 +226,7 @@ class Connection:
         # change to the session's round (requests numbered, in flight, disconnected)
         # happens under this lock, so the wire order is the order of the in-flight FIFO.
         self._send_lock = threading.RLock()
+        self.thread_writes = False  # set by a blocking front end before start()
         self._direct: socket.socket | None = None  # a dup of the live plain-TCP socket
         self._direct_wire: _Wire | None = None
         # The rest of a caller's partial write: the loop writes it before anything else.
@@ -490,26 +491,45 @@ class Connection:
                 or transport.get_write_buffer_size()
             ):
                 return False
-            now = time.monotonic()
-            sink = _events.sink
-            frames: list[bytes] = []
-            for request, token in zip(requests, tokens, strict=True):
-                if sink is not None:
-                    sink.request(request)
-                try:
-                    frames.append(self._session.request(request, (token, now), watcher))
-                except (ZooKeeperError, TypeError, ValueError) as exc:
-                    token.set_exception(exc)
-            if not frames:
-                return True
-            self._last_send = now
-            if self._writing:
-                self._outbox.extend(frames)
-                return True  # the writing caller sends ours after its own
-            self._writing = True
             wire = self._wire
-        self._send_outbox(sock, b"".join(frames) if len(frames) > 1 else frames[0], wire)
+            try:
+                now = time.monotonic()
+                sink = _events.sink
+                frames: list[bytes] = []
+                for request, token in zip(requests, tokens, strict=True):
+                    if sink is not None:
+                        sink.request(request)
+                    try:
+                        frames.append(self._session.request(request, (token, now), watcher))
+                    except (ZooKeeperError, TypeError, ValueError) as exc:
+                        token.set_exception(exc)
+                if not frames:
+                    return True
+                self._last_send = now
+                if self._writing:
+                    self._outbox.extend(frames)
+                    return True  # the writing caller sends ours after its own
+                self._writing = True
+            except BaseException:
+                self._broken_write(wire, writer=False)
+                raise
+        try:
+            self._send_outbox(sock, b"".join(frames) if len(frames) > 1 else frames[0], wire)
+        except BaseException:
+            self._broken_write(wire, writer=True)
+            raise
         return True
+
+    def _broken_write(self, wire: _Wire | None, *, writer: bool) -> None:
+        """Something (Ctrl-C, in the main thread) interrupted a caller between numbering
+        its requests and sending them: the stream may be torn, so the connection is
+        dropped and every request in flight fails as on any drop."""
+        if writer:
+            with self._send_lock:
+                self._outbox.clear()
+                self._stop_writing()
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nothing to drop
+            self._loop_or_running().call_soon_threadsafe(self._abort_direct, wire)
 
     def _send_outbox(self, sock: socket.socket, data: bytes, wire: _Wire | None) -> None:
         """As the writing caller: send ``data``, then what the outbox gathered meanwhile,
@@ -572,7 +592,7 @@ class Connection:
         safe to write from one thread while another reads). A duplicate of the socket:
         closed under ``_send_lock`` before the transport's own, so a thread never writes
         to a descriptor number the loop has closed and reused."""
-        if self._ssl is not None or wire.transport is None:
+        if not self.thread_writes or self._ssl is not None or wire.transport is None:
             return
         raw = wire.transport.get_extra_info("socket")
         if raw is None:
