@@ -54,28 +54,31 @@ _patched_zklocks = False
 
 
 def count_zklocks_wakeups() -> bool:
-    """Wrap the sync driver's ``await_deletion``: each return is one waiter wake-up.
+    """Wrap the sync driver's ``execute``: each ``Wait`` that ends is one waiter wake-up.
 
-    Returns False if this zklocks has no such function (the count is then unavailable).
+    Returns False if this zklocks has no such driver (the count is then unavailable).
     """
     global _patched_zklocks
     if _patched_zklocks:
         return True
     try:
+        from zklocks._core.ops import Wait
         from zklocks._sync import driver
     except ImportError:
         return False
-    original = getattr(driver, "await_deletion", None)
+    original = getattr(driver, "execute", None)
     if original is None:
         return False
 
-    def counted(*args: Any, **kwargs: Any) -> Any:
+    def counted(op: Any, *args: Any) -> Any:
+        if not isinstance(op, Wait):
+            return original(op, *args)
         try:
-            return original(*args, **kwargs)
+            return original(op, *args)
         finally:
             WAKEUPS.hit()
 
-    driver.await_deletion = counted
+    driver.execute = counted
     _patched_zklocks = True
     return True
 

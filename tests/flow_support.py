@@ -7,7 +7,10 @@ from collections.abc import Generator
 from typing import Any
 
 from zklocks._core.flow import AcquireSpec
-from zklocks._core.ops import Created, Stat
+from zklocks._core.ops import TIMED_OUT, Created, NodeData, Pipeline, Stat, Wait
+from zklocks._core.steps import Gone
+from zklocks._protocol.errors import ClientClosedError, SessionExpiredError
+from zklocks._vocabulary import WatchEvent, WatchKind
 
 ATTEMPT = "a" * 32
 OTHER = "b" * 32
@@ -50,3 +53,31 @@ class Stepper:
         except StopIteration as stop:
             self.result, self.done = stop.value, True
         return op
+
+    def wait(self, outcome: Any) -> tuple[Pipeline, Wait]:
+        """The flow waits for its blockers: it sets the watches (all still there), then
+        waits; ``outcome`` says how the wait ends: ``Gone(node)`` (its deletion fires),
+        ``SessionExpiredError()`` or ``ClientClosedError()`` (the session's end reaches
+        the watches) or ``TIMED_OUT``. Returns the two operations."""
+        assert isinstance(self.op, Pipeline) and self.op.watch, f"flow yielded {self.op!r}"
+        present = NodeData(b"", Stat(czxid=1, ephemeral_owner=SESSION + 100))
+        watch = self.expect(Pipeline, tuple(present for _ in self.op.requests))
+        wait = self.op
+        node = watch.requests[0].path
+        if isinstance(outcome, Gone):
+            reply: Any = (WatchEvent(WatchKind.DELETED, outcome.node),)
+        elif isinstance(outcome, SessionExpiredError):
+            reply = (WatchEvent(WatchKind.SESSION_LOST, node),)
+        elif isinstance(outcome, ClientClosedError):
+            reply = (WatchEvent(WatchKind.CLOSED, node),)
+        else:
+            assert outcome is TIMED_OUT, outcome
+            reply = TIMED_OUT
+        self.expect(Wait, reply)
+        return watch, wait
+
+
+def watched(op: Any) -> tuple[str, ...]:
+    """The nodes a watch-setting pipeline watches."""
+    assert isinstance(op, Pipeline) and op.watch, op
+    return tuple(request.path for request in op.requests)

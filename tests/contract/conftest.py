@@ -12,8 +12,9 @@ from contract_support import WakeProbe
 
 import zklocks
 from helpers import expire_session
-from zklocks._core.ops import Gone
+from zklocks._core.ops import Wait
 from zklocks._sync import driver
+from zklocks._vocabulary import WatchKind
 from zklocks.server import ZooKeeperServer
 
 _paths = itertools.count()
@@ -121,17 +122,21 @@ def inspector(backend: Backend) -> Iterator[Any]:
 
 @pytest.fixture
 def probe(monkeypatch: pytest.MonkeyPatch) -> WakeProbe:
+    """Wraps the sync driver's ``execute``: a ``Wait`` is a waiter blocked on its watches;
+    one that ends with a deletion event is a wake-up."""
     found = WakeProbe()
-    original = driver.await_deletion
+    original = driver.execute
 
-    def counted(op: Any, session: Any) -> Any:
+    def counted(op: Any, session: Any, inbox: Any) -> Any:
+        if not isinstance(op, Wait):
+            return original(op, session, inbox)
         name = threading.current_thread().name
         found.waiting_event(name).set()
-        reply = original(op, session)
-        if isinstance(reply, Gone):
+        reply = original(op, session, inbox)
+        if isinstance(reply, tuple) and any(e.kind is WatchKind.DELETED for e in reply):
             with found.mutex:
                 found.wakeups[name] = found.wakeups.get(name, 0) + 1
         return reply
 
-    monkeypatch.setattr(driver, "await_deletion", counted)
+    monkeypatch.setattr(driver, "execute", counted)
     return found

@@ -17,7 +17,8 @@ import zklocks
 from helpers import close_session
 from zklocks._asyncio import driver
 from zklocks._asyncio.session import AsyncSession
-from zklocks._core.ops import Gone
+from zklocks._core.ops import Wait
+from zklocks._vocabulary import WatchKind
 
 KINDS: dict[str, Callable[[zklocks.AsyncClient, str], zklocks.AsyncLock]] = {
     "fair": lambda client, path: client.lock(path),
@@ -61,18 +62,22 @@ class AsyncProbe:
 
 @pytest.fixture
 def probe(monkeypatch: pytest.MonkeyPatch) -> AsyncProbe:
+    """Wraps the asyncio driver's ``execute``: a ``Wait`` is a waiter blocked on its
+    watches; one that ends with a deletion event is a wake-up."""
     found = AsyncProbe()
-    original = driver.await_deletion
+    original = driver.execute
 
-    async def counted(op: Any, session: AsyncSession) -> Any:
+    async def counted(op: Any, session: AsyncSession, inbox: Any) -> Any:
+        if not isinstance(op, Wait):
+            return await original(op, session, inbox)
         found.entered += 1
         found.changed.set()
-        reply = await original(op, session)
-        if isinstance(reply, Gone):
-            found.wakeups.append(reply.node)
+        reply = await original(op, session, inbox)
+        if isinstance(reply, tuple):
+            found.wakeups += [e.path for e in reply if e.kind is WatchKind.DELETED]
         return reply
 
-    monkeypatch.setattr(driver, "await_deletion", counted)
+    monkeypatch.setattr(driver, "execute", counted)
     return found
 
 

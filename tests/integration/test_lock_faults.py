@@ -12,6 +12,7 @@ import pytest
 import zklocks
 from proxy import Proxy
 from zklocks._asyncio import driver
+from zklocks._core.ops import Wait
 from zklocks.server import ZooKeeperServer
 
 
@@ -28,13 +29,14 @@ def test_a_waiter_queued_before_a_reset_still_gets_the_lock(
     kind: str, zk_server: ZooKeeperServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     waiting = asyncio.Event()
-    original = driver.await_deletion
+    original = driver.execute
 
-    async def entering(op: Any, session: Any) -> Any:
-        waiting.set()
-        return await original(op, session)
+    async def entering(op: Any, session: Any, inbox: Any) -> Any:
+        if isinstance(op, Wait):
+            waiting.set()  # the waiter's watches are set: it waits
+        return await original(op, session, inbox)
 
-    monkeypatch.setattr(driver, "await_deletion", entering)
+    monkeypatch.setattr(driver, "execute", entering)
     path = f"/faults/reset-{kind}-{time.monotonic_ns()}"
 
     def make(client: zklocks.AsyncClient, writer: bool = False) -> zklocks.AsyncLock:

@@ -59,9 +59,10 @@ def test_one_node_lock_release_never_deletes_another_holders_node(seed: int, pla
 
 def test_acquire_retries_when_the_session_expires_while_making_the_lock_path() -> None:
     # c1's create finds no lock path; the connection drops for longer than its session
-    # timeout; the CreateParents that follows is answered SessionExpiredError and the
-    # acquire raises LockError instead of going on in the new session, as every other
-    # step of the flow does after an expiry.
+    # timeout; the creates of the lock path that follow (then a ``CreateParents``
+    # operation) are answered SessionExpiredError, and the acquire raised LockError
+    # instead of going on in the new session, as every other step of the flow does
+    # after an expiry.
     check(
         "CreateParents refused by an expired session raises LockError",
         419,
@@ -76,5 +77,5 @@ def test_an_interrupt_during_the_cleanup_delete_still_deletes_our_node() -> None
     check(
         "an interrupt during the cleanup Delete leaves the node",
         213,
-        "interrupt:client=2,op=2,sent=0",
+        "interrupt:client=2,op=3,sent=0",  # op=2 while a wait was one operation
     )

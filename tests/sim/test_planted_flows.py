@@ -14,7 +14,7 @@ import pytest
 
 from zklocks._core import flow as _flow
 from zklocks._core import nodes as _nodes
-from zklocks._core.ops import AwaitDeletion, Created, Exists, GetChildren, Gone, Pipeline, SessionId
+from zklocks._core.ops import Created, Exists, GetChildren, Pipeline, SessionId, Wait
 from zklocks.sim import (
     KNOWN_ISSUES,
     DeleteNode,
@@ -64,7 +64,7 @@ def trusting_takeover(spec: _flow.AcquireSpec) -> _flow.Flow:
         previous, reply = last
         if isinstance(previous, Pipeline) and isinstance(reply[0], Created):
             created[:] = [reply[0]]
-        woke = isinstance(previous, AwaitDeletion) and isinstance(reply, Gone)
+        woke = isinstance(previous, Wait) and isinstance(reply, tuple)  # watch events
         if not (woke and isinstance(op, Exists) and created and op.path == created[0].path):
             return None
 

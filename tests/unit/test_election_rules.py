@@ -3,17 +3,26 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
+from flow_support import Stepper, watched
 from zklocks._core import election as _election
 from zklocks._core import multilock as _multilock
 from zklocks._core import nodes as _nodes
 from zklocks._core.errors import InvalidArgument
 from zklocks._core.lease import Lease
 from zklocks._core.nodes import NodeName
+from zklocks._core.ops import TIMED_OUT, Exists, GetChildren, NodeData, Pipeline, Stat, Wait
 from zklocks._core.strategies import GRANTED, Refused, WaitFor, decide, holders
-from zklocks._vocabulary import SessionFacts
+from zklocks._protocol.errors import (
+    ClientClosedError,
+    ConnectionLossError,
+    NoNodeError,
+    SessionExpiredError,
+)
+from zklocks._vocabulary import SessionFacts, WatchEvent, WatchKind
 
 ATTEMPT = "0123456789abcdef0123456789abcdef"
 
@@ -86,3 +95,64 @@ def test_one_lost_part_marks_every_part_lost_once() -> None:
     assert all(lease.lost for lease in leases)
     assert sorted(told) == ["/p0/n", "/p1/n", "/p2/n"]
     assert "/p1/n" in (leases[0].lost_reason or "")
+
+
+# -- an observer's wait for a change, stepped by hand ---------------------------------------
+
+PATH = "/elections/e"
+
+
+def _observer(leader: str | None, deadline: float | None = 9.0) -> Any:
+    return Stepper(_election.await_change(PATH, leader, deadline))
+
+
+def test_an_observer_watches_only_the_leaders_node_while_someone_leads() -> None:
+    node = f"{PATH}/{elect(3).name}"
+    s = _observer(node)
+    op = s.expect(Pipeline, (NodeData(b"", Stat(czxid=3, ephemeral_owner=1)),))
+    assert watched(op) == (node,)
+    s.expect(Wait, (WatchEvent(WatchKind.DELETED, node),))
+    assert s.done and s.result is True
+
+
+def test_with_nobody_leading_it_watches_the_children_for_a_candidate() -> None:
+    s = _observer(None)
+    op = s.expect(Pipeline, (["foreign"],))
+    assert isinstance(op.requests[0], GetChildren) and op.watch
+    s.expect(Wait, (WatchEvent(WatchKind.CHILD, PATH),))
+    assert s.done and s.result is True
+    s = _observer(None)
+    s.expect(Pipeline, ([elect(1).name],))  # one came between our two reads
+    assert s.done and s.result is True
+
+
+def test_with_no_path_yet_it_watches_for_its_creation() -> None:
+    s = _observer(None)
+    s.expect(Pipeline, (NoNodeError(),))
+    op = s.expect(Pipeline, (None,))
+    assert isinstance(op.requests[0], Exists) and op.watch
+    s.expect(Wait, (WatchEvent(WatchKind.CREATED, PATH),))
+    assert s.done and s.result is True
+
+
+def test_a_watch_that_could_not_be_set_reads_the_line_again_at_once() -> None:
+    s = _observer(None)
+    s.expect(Pipeline, (ConnectionLossError(),))  # no watch set: waiting would be for ever
+    assert s.done and s.result is True
+    s = _observer(None)
+    s.expect(Pipeline, (NoNodeError(),))
+    s.expect(Pipeline, (SessionExpiredError(),))
+    assert s.done and s.result is True
+
+
+@pytest.mark.parametrize(
+    "end", [TIMED_OUT, (WatchEvent(WatchKind.CLOSED, PATH),)], ids=["deadline", "closed"]
+)
+def test_the_deadline_or_a_stopped_client_ends_the_observation(end: Any) -> None:
+    s = _observer(None)
+    s.expect(Pipeline, ([],))
+    s.expect(Wait, end)
+    assert s.done and s.result is False
+    s = _observer(None)
+    s.expect(Pipeline, (ClientClosedError(),))
+    assert s.done and s.result is False

@@ -4,31 +4,44 @@ from __future__ import annotations
 
 import pytest
 
-from flow_support import ATTEMPT, OTHER, PATH, SESSION, Stepper, created, mine, spec, theirs
+from flow_support import (
+    ATTEMPT,
+    OTHER,
+    PATH,
+    SESSION,
+    Stepper,
+    created,
+    mine,
+    spec,
+    theirs,
+    watched,
+)
 from zklocks._core import nodes as _nodes
 from zklocks._core.errors import InvalidArgument, LockTimeout
 from zklocks._core.flow import Acquired, acquire, release
 from zklocks._core.ops import (
     TIMED_OUT,
-    AwaitDeletion,
     Create,
-    CreateParents,
+    Created,
     Delete,
     Exists,
     GetChildren,
     GetData,
-    Gone,
     NodeData,
     Pipeline,
     SessionId,
     Stat,
+    Wait,
 )
+from zklocks._core.steps import Gone
 from zklocks._protocol.errors import (
     ConnectionLossError,
     NodeExistsError,
     NoNodeError,
     SessionExpiredError,
 )
+
+PRESENT = NodeData(b"", Stat(czxid=1, ephemeral_owner=SESSION + 1))  # a blocker, watched
 
 
 def test_uncontended_is_one_pipelined_round_trip() -> None:
@@ -44,7 +57,8 @@ def test_uncontended_is_one_pipelined_round_trip() -> None:
 def test_missing_parent_is_created_then_retried() -> None:
     s = Stepper(acquire(spec()))
     s.expect(Pipeline, (NoNodeError(), NoNodeError()))
-    s.expect(CreateParents, None)
+    op = s.expect(Pipeline, (NodeExistsError(), Created(PATH, Stat(czxid=3))))  # containers
+    assert [(c.path, c.container) for c in op.requests] == [("/locks", True), (PATH, True)]
     s.expect(Pipeline, (created(mine(0)), [mine(0)]))
     assert s.done
 
@@ -52,8 +66,8 @@ def test_missing_parent_is_created_then_retried() -> None:
 def test_waiter_watches_only_its_predecessor_and_takes_over_without_relisting() -> None:
     s = Stepper(acquire(spec()))
     s.expect(Pipeline, (created(mine(3)), [theirs(1), theirs(2), mine(3), "foreign"]))
-    op = s.expect(AwaitDeletion, Gone(f"{PATH}/{theirs(2)}"))
-    assert op.nodes == (f"{PATH}/{theirs(2)}",)
+    op, _ = s.wait(Gone(f"{PATH}/{theirs(2)}"))
+    assert watched(op) == (f"{PATH}/{theirs(2)}",)
     # theirs(1) is still in our (stale) line: list again, then hold.
     s.expect(GetChildren, [mine(3)])
     assert s.done and isinstance(s.result, Acquired)
@@ -62,7 +76,7 @@ def test_waiter_watches_only_its_predecessor_and_takes_over_without_relisting() 
 def test_second_in_line_holds_after_its_predecessor_goes_once_our_node_is_shown() -> None:
     s = Stepper(acquire(spec()))
     s.expect(Pipeline, (created(mine(2)), [theirs(1), mine(2)]))
-    s.expect(AwaitDeletion, Gone(f"{PATH}/{theirs(1)}"))
+    s.wait(Gone(f"{PATH}/{theirs(1)}"))
     # no re-listing: one exists of our own node is the grant's proof
     op = s.expect(Exists, Stat(czxid=100, ephemeral_owner=SESSION))
     assert op.path == f"{PATH}/{mine(2)}"
@@ -74,7 +88,7 @@ def test_a_stale_line_grants_nothing_once_our_session_has_changed() -> None:
     its predecessor's deletion first and its own session's expiry only after."""
     s = Stepper(acquire(spec()))
     s.expect(Pipeline, (created(mine(2)), [theirs(1), mine(2)]))
-    s.expect(AwaitDeletion, Gone(f"{PATH}/{theirs(1)}"))
+    s.wait(Gone(f"{PATH}/{theirs(1)}"))
     s.expect(Exists, SessionExpiredError())  # our node went with the old session
     s.expect(SessionId, SESSION + 1)
     s.expect(Pipeline, (created(mine(3), czxid=120), [mine(3)]))
@@ -89,7 +103,7 @@ def test_a_waiter_whose_node_was_deleted_joins_the_line_again_with_a_warning(
     deadline = 1234.5
     s = Stepper(acquire(spec(deadline=deadline)))
     s.expect(Pipeline, (created(mine(2)), [theirs(1), mine(2)]))
-    s.expect(AwaitDeletion, Gone(f"{PATH}/{theirs(1)}"))
+    s.wait(Gone(f"{PATH}/{theirs(1)}"))
     s.expect(Exists, None)  # deleted by another client
     with caplog.at_level("WARNING", logger="zklocks.lock"):
         s.expect(SessionId, SESSION)  # same session: not an expiry
@@ -97,8 +111,8 @@ def test_a_waiter_whose_node_was_deleted_joins_the_line_again_with_a_warning(
     # at the back of the line, behind C, with the same deadline
     op = s.expect(Pipeline, (created(mine(4)), [theirs(3), mine(4)]))
     assert op.requests[0].deadline == deadline
-    op = s.expect(AwaitDeletion, Gone(f"{PATH}/{theirs(3)}"))
-    assert op.nodes == (f"{PATH}/{theirs(3)}",) and op.deadline == deadline
+    op, wait = s.wait(Gone(f"{PATH}/{theirs(3)}"))
+    assert watched(op) == (f"{PATH}/{theirs(3)}",) and op.deadline == wait.deadline == deadline
     s.expect(Exists, Stat(czxid=100, ephemeral_owner=SESSION))
     assert s.done and s.result.node == f"{PATH}/{mine(4)}"
 
@@ -106,7 +120,7 @@ def test_a_waiter_whose_node_was_deleted_joins_the_line_again_with_a_warning(
 def test_a_takeover_check_lost_to_a_dropped_connection_is_asked_again() -> None:
     s = Stepper(acquire(spec()))
     s.expect(Pipeline, (created(mine(2)), [theirs(1), mine(2)]))
-    s.expect(AwaitDeletion, Gone(f"{PATH}/{theirs(1)}"))
+    s.wait(Gone(f"{PATH}/{theirs(1)}"))
     s.expect(Exists, ConnectionLossError())
     s.expect(Exists, Stat(czxid=100, ephemeral_owner=SESSION))
     assert s.done and isinstance(s.result, Acquired)
@@ -115,7 +129,7 @@ def test_a_takeover_check_lost_to_a_dropped_connection_is_asked_again() -> None:
 def test_a_takeover_check_past_the_deadline_times_out_and_deletes_our_node() -> None:
     s = Stepper(acquire(spec(deadline=5.0)))
     s.expect(Pipeline, (created(mine(2)), [theirs(1), mine(2)]))
-    s.expect(AwaitDeletion, Gone(f"{PATH}/{theirs(1)}"))
+    s.wait(Gone(f"{PATH}/{theirs(1)}"))
     s.expect(Exists, TIMED_OUT)
     delete = s.op
     assert isinstance(delete, Delete) and delete.path == f"{PATH}/{mine(2)}"
@@ -127,6 +141,7 @@ def test_timeout_deletes_then_raises() -> None:
     flow = acquire(spec(deadline=5.0))
     next(flow)
     flow.send((created(mine(2)), [theirs(1), mine(2)]))
+    assert isinstance(flow.send((PRESENT,)), Wait)  # the watch is set: wait
     delete = flow.send(TIMED_OUT)
     assert isinstance(delete, Delete) and delete.path == f"{PATH}/{mine(2)}"
     with pytest.raises(LockTimeout):
@@ -137,6 +152,7 @@ def test_cleanup_delete_is_retried_after_connection_loss() -> None:
     flow = acquire(spec(deadline=5.0))
     next(flow)
     flow.send((created(mine(2)), [theirs(1), mine(2)]))
+    flow.send((PRESENT,))
     first = flow.send(TIMED_OUT)
     again = flow.send(ConnectionLossError())
     assert isinstance(first, Delete) and again == first and again.deadline is None
@@ -157,8 +173,9 @@ def test_interrupt_while_waiting_deletes_our_node_then_propagates(
 ) -> None:
     flow = acquire(spec())
     next(flow)
-    wait = flow.send((created(mine(2)), [theirs(1), mine(2)]))
-    assert isinstance(wait, AwaitDeletion)
+    watch = flow.send((created(mine(2)), [theirs(1), mine(2)]))
+    assert watched(watch) == (f"{PATH}/{theirs(1)}",)
+    assert isinstance(flow.send((PRESENT,)), Wait)  # blocked in the wait
     delete = flow.throw(interrupt)
     assert isinstance(delete, Delete) and delete.path == f"{PATH}/{mine(2)}"
     with pytest.raises(type(interrupt)):
@@ -212,7 +229,7 @@ def test_protected_create_retries_when_the_create_never_landed() -> None:
 def test_session_expiry_while_waiting_starts_over() -> None:
     s = Stepper(acquire(spec()))
     s.expect(Pipeline, (created(mine(2)), [theirs(1), mine(2)]))
-    s.expect(AwaitDeletion, SessionExpiredError())
+    s.wait(SessionExpiredError())
     s.expect(Pipeline, (created(mine(5), czxid=300), [mine(5)]))
     assert s.done and s.result == Acquired(f"{PATH}/{mine(5)}", 300, SESSION)
 
@@ -220,7 +237,7 @@ def test_session_expiry_while_waiting_starts_over() -> None:
 def test_our_node_vanishing_from_the_listing_starts_over() -> None:
     s = Stepper(acquire(spec()))
     s.expect(Pipeline, (created(mine(3)), [theirs(1), theirs(2), mine(3)]))
-    s.expect(AwaitDeletion, Gone(f"{PATH}/{theirs(2)}"))
+    s.wait(Gone(f"{PATH}/{theirs(2)}"))
     s.expect(GetChildren, [theirs(1)])  # someone deleted our node
     s.expect(SessionId, SESSION)
     s.expect(Pipeline, (created(mine(4)), [mine(4)]))
@@ -252,8 +269,8 @@ def test_single_node_lock_uncontended_is_one_round_trip() -> None:
 def test_single_node_lock_waits_for_deletion_then_retries() -> None:
     s = Stepper(acquire(spec(fair=False)))
     s.expect(Pipeline, (NodeExistsError(), ["lock"]))
-    op = s.expect(AwaitDeletion, Gone(f"{PATH}/lock"))
-    assert op.nodes == (f"{PATH}/lock",)
+    op, _ = s.wait(Gone(f"{PATH}/lock"))
+    assert watched(op) == (f"{PATH}/lock",)
     s.expect(Pipeline, (created("lock", czxid=60), ["lock"]))
     assert s.done and s.result.token == 60
 
@@ -336,6 +353,7 @@ def test_a_second_interrupt_during_cleanup_does_not_leave_the_node() -> None:
     flow = acquire(spec(deadline=5.0))
     next(flow)
     flow.send((created(mine(2)), [theirs(1), mine(2)]))
+    flow.send((PRESENT,))
     first = flow.send(TIMED_OUT)
     assert isinstance(first, Delete)
     again = flow.throw(KeyboardInterrupt())  # Ctrl-C while the delete waits
@@ -348,8 +366,9 @@ def test_create_parents_retries_after_session_expiry() -> None:
     """Found by the simulator (seed 419): expiry here is not an error, just try again."""
     s = Stepper(acquire(spec()))
     s.expect(Pipeline, (NoNodeError(), NoNodeError()))
-    s.expect(CreateParents, SessionExpiredError())
+    s.expect(Pipeline, (SessionExpiredError(), SessionExpiredError()))  # make the path
     s.expect(Pipeline, (NoNodeError(), NoNodeError()))
-    s.expect(CreateParents, NoNodeError())  # an ancestor container reaped meanwhile
+    op = s.expect(Pipeline, (NodeExistsError(), NoNodeError()))  # /locks reaped meanwhile
+    assert all(isinstance(c, Create) and c.retry for c in op.requests)
     s.expect(Pipeline, (created(mine(0)), [mine(0)]))
     assert s.done

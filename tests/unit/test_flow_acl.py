@@ -11,7 +11,6 @@ from zklocks._core import security as _security
 from zklocks._core.flow import Acquired, acquire
 from zklocks._core.ops import (
     Create,
-    CreateParents,
     Delete,
     GetACL,
     GetChildren,
@@ -45,8 +44,9 @@ def test_with_an_acl_the_directory_is_read_in_the_same_round_trip() -> None:
 def test_missing_parents_are_made_with_the_acl() -> None:
     s = Stepper(acquire(spec(acl=POLICY)))
     s.expect(Pipeline, (NoNodeError(), NoNodeError(), NoNodeError()))
-    op = s.expect(CreateParents, None)
-    assert op.acl == POLICY.wire  # type: ignore[union-attr]
+    op = s.expect(Pipeline, (None, None))  # /locks and the lock path, as containers
+    assert [c.acl[: len(POLICY.wire)] for c in op.requests] == [POLICY.wire, POLICY.wire]
+    assert op.requests[-1].acl == POLICY.wire  # the lock path: exactly the policy
     s.expect(Pipeline, (created(mine(0)), [mine(0)], OURS))
     assert s.done
 

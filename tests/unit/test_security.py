@@ -10,7 +10,7 @@ import pytest
 import zklocks
 from zklocks._core import ops as _ops
 from zklocks._core import security as _security
-from zklocks._core.drive import parent_creates
+from zklocks._core.steps import parent_creates
 from zklocks._protocol import codec
 from zklocks._protocol.constants import OpCode
 from zklocks._protocol.jute import write_string

@@ -19,8 +19,6 @@ from zklocks._core import validate as _validate
 from zklocks._core.contenders import Contender
 from zklocks._core.errors import ClientClosed, LockLost, NotHeld
 from zklocks._core.lease import AsyncLease
-from zklocks._core.ops import Exists, GetChildren, Stat
-from zklocks._protocol.errors import NoNodeError
 
 
 class AsyncElection(AsyncLock):
@@ -75,25 +73,10 @@ class AsyncElection(AsyncLock):
                 return
 
     async def _await_change(self, leader: Contender | None, deadline: float | None) -> bool:
-        session = self._client._session_or_raise()
-        if leader is not None:
-            flow = _election.await_leader_gone(leader.node, deadline)
-            changed: bool = await driver.run(flow, session)
-            return changed
-        event = asyncio.Event()
-        (listing,) = await session.call([GetChildren(self.path)], deadline, lambda _: event.set())
-        if _election.has_candidates(listing):
-            return True
-        if isinstance(listing, NoNodeError):
-            (stat,) = await session.call([Exists(self.path)], deadline, lambda _: event.set())
-            if isinstance(stat, Stat):
-                return True
-        remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-        try:
-            await asyncio.wait_for(event.wait(), remaining)
-        except asyncio.TimeoutError:
-            return False
-        return not session.closed
+        """Wait for the leader's node to go (or, with no leader, for a candidate)."""
+        flow = _election.await_change(self.path, None if leader is None else leader.node, deadline)
+        changed: bool = await driver.run(flow, self._client._session_or_raise())
+        return changed
 
 
 class AsyncMultiLock:

@@ -19,9 +19,8 @@ from zklocks._core import validate as _validate
 from zklocks._core.contenders import Contender, list_contenders
 from zklocks._core.errors import LockError, LockLost
 from zklocks._core.lease import AsyncLease
-from zklocks._core.ops import Exists, GetChildren
+from zklocks._core.steps import await_children_change
 from zklocks._frontend.holdings import LockConfig, LockCore
-from zklocks._protocol.errors import NoNodeError
 
 
 def _current_task() -> asyncio.Task[object]:
@@ -139,17 +138,10 @@ class AsyncLock(LockCore[AsyncLease]):
     async def wait_for_change(self, timeout: float | None = None) -> bool:
         """Wait until a contender joins or leaves (True) or ``timeout`` passes (False)."""
         session = self._client._session_or_raise()
-        changed = asyncio.Event()
         timeout = _validate.timeout(timeout)
         deadline = None if timeout is None else time.monotonic() + timeout
-        reply = await session.call([GetChildren(self.path)], deadline, lambda _: changed.set())
-        if isinstance(reply[0], NoNodeError):
-            await session.call([Exists(self.path)], deadline, lambda _: changed.set())
-        try:
-            await asyncio.wait_for(changed.wait(), timeout)
-        except asyncio.TimeoutError:
-            return False
-        return True
+        changed: bool = await driver.run(await_children_change(self.path, deadline), session)
+        return changed
 
     async def __aenter__(self) -> AsyncLease:
         return await self.acquire()

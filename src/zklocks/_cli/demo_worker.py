@@ -14,8 +14,9 @@ so the demo orders its story by events, never by sleeping::
 
 and, unasked: {"event": "ready"} once connected; {"event": "watching", "nodes"} once its
 deletion watches are set and it sleeps; {"event": "woke", "node"} each time a watched
-node's deletion wakes it. Wake-ups are counted by wrapping the sync driver's
-``await_deletion`` in this process only: a ZooKeeper deletion watch firing while the
+node's deletion wakes it. Wake-ups are counted by the session this process's client
+runs on, passed in as its ``session_factory``: it sees every watch the lock flows set
+and every event those watches fire, and a ZooKeeper deletion watch firing while the
 acquire flow waits is exactly one wake-up.
 """
 
@@ -34,10 +35,9 @@ from typing import Any
 
 from zklocks import Client, Lease, Lock
 from zklocks._core.errors import LockError
-from zklocks._core.ops import AwaitDeletion, Reply, Request, Wake
+from zklocks._core.ops import Reply, Request, Wake
 from zklocks._protocol.errors import ZooKeeperError
-from zklocks._sync import driver
-from zklocks._sync.session import SyncSession
+from zklocks._sync.native_session import NativeSession
 from zklocks._vocabulary import Watcher, WatchEvent, WatchKind
 from zklocks.fencing import FencedStore, StaleToken
 
@@ -51,18 +51,14 @@ def report(event: str, **fields: Any) -> None:
         sys.stdout.flush()
 
 
-class _CountingSession:
-    """The session as ``await_deletion`` sees it, counting deletion watches that fire."""
-
-    def __init__(self, session: SyncSession) -> None:
-        self._session = session
-        self.facts = session.facts
+class _CountingSession(NativeSession):
+    """Our session, reporting the deletion watches that a waiting flow sets and that fire."""
 
     def call(
         self, requests: Sequence[Request], deadline: float | None, watcher: Watcher | None = None
     ) -> list[Reply]:
         if watcher is None:
-            return self._session.call(requests, deadline)
+            return super().call(requests, deadline)
         inner = watcher
 
         def counting(event: WatchEvent) -> None:
@@ -73,26 +69,16 @@ class _CountingSession:
                 report("woke", node=event.path)
             inner(event)
 
-        replies = self._session.call(requests, deadline, counting)
+        replies = super().call(requests, deadline, counting)
         if replies and all(_present(reply) for reply in replies):
             # every watched node still exists: our watches are set, we sleep now
             report("watching", nodes=[request.path for request in requests])
         return replies
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._session, name)
-
 
 def _present(reply: Reply) -> bool:
     """Did this watch-setting request find its node (so its watch is now set)?"""
     return reply is not None and not isinstance(reply, ZooKeeperError | Wake)
-
-
-_original_await_deletion = driver.await_deletion
-
-
-def _counting_await_deletion(op: AwaitDeletion, session: SyncSession) -> Reply:
-    return _original_await_deletion(op, _CountingSession(session))
 
 
 def _die_with_parent() -> None:
@@ -116,9 +102,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     _die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the demo's to handle
-    driver.await_deletion = _counting_await_deletion
     store = FencedStore(args.store) if args.store else None
-    with Client(args.hosts, session_timeout=args.session_timeout) as client:
+    client = Client(
+        args.hosts, session_timeout=args.session_timeout, session_factory=_CountingSession
+    )
+    with client:
         if args.kind == "lock":
             lock = client.lock(args.path, identifier=args.name)
         else:

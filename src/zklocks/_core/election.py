@@ -27,7 +27,19 @@ from zklocks._core import nodes as _nodes
 from zklocks._core.contenders import Contender, _contender
 from zklocks._core.errors import ClientClosed, LockError
 from zklocks._core.flow import access_denied
-from zklocks._core.ops import TIMED_OUT, AwaitDeletion, GetChildren, GetData, NodeData, Op
+from zklocks._core.ops import (
+    TIMED_OUT,
+    Exists,
+    GetChildren,
+    GetData,
+    NodeData,
+    Op,
+    Pipeline,
+    Stat,
+    Wait,
+    Wake,
+)
+from zklocks._core.steps import await_deletion
 from zklocks._protocol.errors import (
     ClientClosedError,
     ConnectionLossError,
@@ -35,6 +47,7 @@ from zklocks._protocol.errors import (
     NoNodeError,
     SessionExpiredError,
 )
+from zklocks._vocabulary import WatchKind
 
 KIND = _nodes.ELECTION_KIND
 
@@ -79,8 +92,36 @@ def await_leader_gone(node: str, deadline: float | None) -> Generator[Op, Any, b
     with it, so the caller reads the line again rather than wait on nothing. A stopped
     client answers False: the observation is over.
     """
-    reply = yield AwaitDeletion((node,), deadline=deadline)
+    reply = yield from await_deletion((node,), deadline)
     return not (reply is TIMED_OUT or isinstance(reply, ClientClosedError))
+
+
+def await_change(path: str, leader: str | None, deadline: float | None) -> Generator[Op, Any, bool]:
+    """Wait for a change worth reading the line again for (True), or ``deadline`` or a
+    stopped client (False): the leader's node (full path) going, or with no leader, a
+    candidate joining (a children watch on ``path``; with no ``path`` yet, an exists
+    watch for its creation). One watch in every state.
+
+    A watch that could not be set (a lost connection, an expired session) answers True
+    at once: the caller reads the line again rather than wait on nothing.
+    """
+    if leader is not None:
+        return (yield from await_leader_gone(leader, deadline))
+    (listing,) = yield Pipeline((GetChildren(path, deadline=deadline),), watch=True)
+    if not isinstance(listing, list | NoNodeError):
+        return not isinstance(listing, ClientClosedError | Wake)
+    if has_candidates(listing):
+        return True  # a candidate came between our two reads
+    if isinstance(listing, NoNodeError):
+        (stat,) = yield Pipeline((Exists(path, deadline=deadline),), watch=True)
+        if isinstance(stat, Stat):
+            return True  # the path was made between our two reads
+        if stat is not None:  # None: no path, the watch waits for its creation
+            return not isinstance(stat, ClientClosedError | Wake)
+    events = yield Wait(deadline)
+    if isinstance(events, Wake):
+        return False
+    return not any(event.kind is WatchKind.CLOSED for event in events)
 
 
 def has_candidates(reply: object) -> bool:

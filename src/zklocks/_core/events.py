@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 from zklocks._core import nodes as _nodes
 from zklocks._core.errors import InvalidArgument, LockTimeout
-from zklocks._core.ops import AwaitDeletion, Created, Op, Pipeline
+from zklocks._core.ops import Created, Op, Pipeline
 from zklocks._vocabulary import SessionState
 
 log = logging.getLogger("zklocks.lock")
@@ -154,7 +154,7 @@ class AcquireProbe:
         try:
             op = next(flow)
             while True:
-                if isinstance(op, AwaitDeletion) and not queued:
+                if isinstance(op, Pipeline) and op.watch and not queued:  # it waits
                     queued = True
                     self._queued(mine)
                     mine = None

@@ -2,9 +2,10 @@
 
 Theory of operation
 -------------------
-A flow yields an operation (``zklocks._core.ops``) and is resumed with its reply; the sync
-driver, the asyncio driver and the simulator run the same flows, so each rule below is
-written once and explored by the simulator under faults.
+A flow yields an operation (``zklocks._core.ops``: a request, a pipeline of them, a wait
+for watch events) and is resumed with its reply; the sync driver, the asyncio driver
+and the simulator run the same flows, so each rule below is written once and explored
+by the simulator under faults.
 
 Queued kinds (fair lock, read, write, semaphore lease):
 
@@ -22,7 +23,9 @@ Queued kinds (fair lock, read, write, semaphore lease):
 2. **Decide.** The strategy for our kind (``zklocks._core.strategies``) says granted, or which
    earlier nodes block us. Sequence numbers are integers ordered across the 32-bit wrap.
 3. **Wait.** Watch the blockers (getData-watches) and wait, with what remains of the one
-   deadline of the call, until one is *deleted*. Never trust a wake-up: decide again with
+   deadline of the call, until one is *deleted* (``zklocks._core.steps``: which replies
+   and events end a wait is decided there, in the flow; a driver only sets the watches
+   and hands over the events that fire). Never trust a wake-up: decide again with
    the deleted node removed; every rule is monotone, so a grant on that smaller queue is
    a real grant *if our node still exists*. A wake-up does not say so: another client
    (an operator, a clean-up script) may have deleted our node while we waited, and the
@@ -70,16 +73,13 @@ from zklocks._core import nodes as _nodes
 from zklocks._core.errors import AccessDenied, ClientClosed, InvalidArgument, LockError, LockTimeout
 from zklocks._core.ops import (
     TIMED_OUT,
-    AwaitDeletion,
     Create,
     Created,
-    CreateParents,
     Delete,
     Exists,
     GetACL,
     GetChildren,
     GetData,
-    Gone,
     NodeACL,
     NodeData,
     Op,
@@ -88,6 +88,7 @@ from zklocks._core.ops import (
     Stat,
 )
 from zklocks._core.security import AclPolicy, public_acl, weak_directory_message, weaker_entries
+from zklocks._core.steps import Gone, await_deletion, make_parents
 from zklocks._core.strategies import Granted, Refused, WaitFor, decide
 from zklocks._protocol.errors import (
     ClientClosedError,
@@ -364,7 +365,7 @@ def _await_deletion(spec: AcquireSpec, decision: WaitFor) -> Generator[Op, Any, 
     blockers = tuple(f"{spec.path}/{name}" for name in decision.nodes)
     retry = False
     while True:
-        reply = yield AwaitDeletion(blockers, deadline=spec.deadline, retry=retry)
+        reply = yield from await_deletion(blockers, spec.deadline, retry=retry)
         if isinstance(reply, Gone):
             return reply.node.rsplit("/", 1)[1]
         if reply is TIMED_OUT:
@@ -523,7 +524,7 @@ def _create_parents(spec: AcquireSpec, *, retry: bool = False) -> Generator[Op, 
     A lost connection, an expired session (the next create uses the new one) or an
     ancestor container reaped meanwhile all mean: try the create again.
     """
-    reply = yield CreateParents(spec.path, deadline=spec.deadline, retry=retry, acl=spec.node_acl)
+    reply = yield from make_parents(spec.path, spec.node_acl, spec.deadline, retry=retry)
     if reply is TIMED_OUT:
         raise LockTimeout(f"timed out waiting for a connection to lock {spec.path}")
     try_again = ConnectionLossError | SessionExpiredError | NoNodeError

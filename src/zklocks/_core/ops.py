@@ -2,25 +2,27 @@
 
 A flow (``zklocks._core.flow``) never performs I/O: it yields one of the operations below
 and is resumed with the reply. Three drivers run flows — the sync front end, the asyncio
-front end and the simulator — so this module is their whole contract:
+front end and the simulator — so this module is their whole contract. A driver only
+sends requests and waits for watch events or a deadline; what a reply or an event
+*means* (a blocker is gone, make the parents, set the watches again) is the flow's
+business (``zklocks._core.steps``).
 
-* ``Create``, ``Delete``, ``GetChildren``, ``GetData``, ``Exists`` are single ZooKeeper
-  requests. The reply is the value documented on the class, or an *instance* of a
-  ``zklocks._protocol.errors.ZooKeeperError`` subclass (never raised into the flow: a
-  refused request is an answer the flow inspects, not control flow).
+* ``Create``, ``Delete``, ``GetChildren``, ``GetData``, ``Exists``, ``GetACL`` are single
+  ZooKeeper requests. The reply is the value documented on the class, or an *instance*
+  of a ``zklocks._protocol.errors.ZooKeeperError`` subclass (never raised into the flow:
+  a refused request is an answer the flow inspects, not control flow).
 * ``Pipeline`` sends several requests back to back without waiting in between (ZooKeeper
   answers one session's requests in order) and replies with a tuple of their replies.
-* ``CreateParents`` makes the lock path and any missing ancestors as container nodes,
-  ignoring ones that already exist. Reply: ``None`` or an error.
-* ``AwaitDeletion`` sets an exists-watch on each node and waits until one of them is
-  gone. Reply: ``Gone(node)`` (that node no longer exists; a data change is *not* a
-  deletion, the driver re-arms the watch), ``TIMED_OUT`` (the deadline passed first), or
-  an error such as ``SessionExpiredError``.
+  With ``watch=True`` every request that can carry a watch (``GetData``, ``Exists``,
+  ``GetChildren``) sets one, and its events go to this flow run's *inbox*: the driver
+  keeps one inbox per run of a flow.
+* ``Wait`` waits for the inbox. Reply: the tuple of watch events that fired since the
+  last ``Wait`` (at least one; a session that ends fires ``SESSION_LOST`` or ``CLOSED``
+  to every watch), or ``TIMED_OUT`` once the deadline passed first.
 * ``SessionId`` asks which session the client currently has. Reply: ``int``.
-* ``GetACL`` reads a node's access-control list. Reply: ``NodeACL`` or an error.
 
-``Create`` and ``CreateParents`` carry ``acl``: the entries (``zklocks._protocol.records.ACL``)
-the new nodes get; empty means ZooKeeper's open ACL (``world:anyone``, all permissions).
+``Create`` carries ``acl``: the entries (``zklocks._protocol.records.ACL``) the new node
+gets; empty means ZooKeeper's open ACL (``world:anyone``, all permissions).
 
 Requests carry ``deadline``: an absolute instant on the *driver's* clock, or ``None``.
 A driver that cannot *send* the request by then (e.g. while reconnecting) replies
@@ -30,10 +32,10 @@ Cleanup requests carry ``None``: they wait for a connection as long as the sessi
 lives (if it expires, the server has removed our ephemeral nodes anyway).
 
 An operation yielded again after a failure carries ``retry=True``: a driver never sends
-a retry once its deadline has passed, connected or not, and replies ``TIMED_OUT``. A
-first try is still sent while connected (``timeout=0`` on a free lock succeeds), but a
-loop of fast failures (a deleted chroot, a server that breaks every connection) ends
-at the deadline.
+a retry once its deadline has passed, connected or not, and replies ``TIMED_OUT``
+(``too_late``, which every driver asks first). A first try is still sent while
+connected (``timeout=0`` on a free lock succeeds), but a loop of fast failures (a
+deleted chroot, a server that breaks every connection) ends at the deadline.
 """
 
 from __future__ import annotations
@@ -56,20 +58,18 @@ from zklocks._protocol.records import (
     NodeData,
     Stat,
 )
+from zklocks._vocabulary import WatchEvent
 
 __all__ = [
     "ACL",
     "TIMED_OUT",
-    "AwaitDeletion",
     "Create",
-    "CreateParents",
     "Created",
     "Delete",
     "Exists",
     "GetACL",
     "GetChildren",
     "GetData",
-    "Gone",
     "NodeACL",
     "NodeData",
     "Op",
@@ -78,7 +78,9 @@ __all__ = [
     "Request",
     "SessionId",
     "Stat",
+    "Wait",
     "Wake",
+    "too_late",
 ]
 
 
@@ -92,29 +94,11 @@ TIMED_OUT = Wake.TIMED_OUT
 
 
 @dataclass(frozen=True, slots=True)
-class Gone:
-    """Reply to ``AwaitDeletion``: this watched node (full path) no longer exists."""
+class Wait:
+    """Wait for this flow run's watch events. Reply: a non-empty tuple of ``WatchEvent``,
+    or ``TIMED_OUT`` once ``deadline`` passed first (even with events waiting)."""
 
-    node: str
-
-
-@dataclass(frozen=True, slots=True)
-class CreateParents:
-    """Create ``path`` and its missing ancestors as container nodes. Reply: ``None`` or error."""
-
-    path: str
     deadline: float | None = None
-    retry: bool = False
-    acl: tuple[ACL, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class AwaitDeletion:
-    """Watch ``nodes`` (full paths) until one is gone. Reply: ``Gone``, ``TIMED_OUT``, error."""
-
-    nodes: tuple[str, ...]
-    deadline: float | None = None
-    retry: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,12 +111,27 @@ Request: TypeAlias = Create | Delete | GetChildren | GetData | Exists | GetACL
 
 @dataclass(frozen=True, slots=True)
 class Pipeline:
-    """Send ``requests`` back to back; reply with the tuple of their replies, in order."""
+    """Send ``requests`` back to back; reply with the tuple of their replies, in order.
+
+    ``watch``: each request sets a watch whose events go to this flow run's inbox
+    (what a ``Wait`` answers).
+    """
 
     requests: tuple[Request, ...]
+    watch: bool = False
+
+    @property
+    def deadline(self) -> float | None:
+        """A pipeline is sent as one: by the earliest deadline of its requests."""
+        deadlines = [r.deadline for r in self.requests if r.deadline is not None]
+        return min(deadlines) if deadlines else None
+
+    @property
+    def retry(self) -> bool:
+        return any(request.retry for request in self.requests)
 
 
-Op: TypeAlias = Request | Pipeline | CreateParents | AwaitDeletion | SessionId
+Op: TypeAlias = Request | Pipeline | Wait | SessionId
 
 Reply: TypeAlias = (
     Created
@@ -140,10 +139,30 @@ Reply: TypeAlias = (
     | Stat
     | list[str]
     | tuple["Reply", ...]
-    | Gone
+    | tuple[WatchEvent, ...]
     | Wake
     | int
     | NodeACL
     | ZooKeeperError
     | None
 )
+
+
+def too_late(op: Op, now: float) -> Reply | None:
+    """The reply to ``op`` without sending it, if its deadline rules it out; else None.
+
+    A retry past its deadline is never sent: ``TIMED_OUT`` (one per request of a
+    pipeline). A ``Wait`` past its deadline answers ``TIMED_OUT`` at once.
+    """
+    if isinstance(op, SessionId):
+        return None
+    deadline = op.deadline
+    if deadline is None or now < deadline:
+        return None
+    if isinstance(op, Wait):
+        return TIMED_OUT
+    if not op.retry:
+        return None
+    if isinstance(op, Pipeline):
+        return tuple(TIMED_OUT for _ in op.requests)
+    return TIMED_OUT

@@ -1,8 +1,11 @@
 """Run a flow on a blocking session: the sync driver. No lock rule lives here.
 
-Interruptions (KeyboardInterrupt, any exception while blocked) are thrown *into* the
-flow, which cleans up by yielding more operations (delete our node) and then re-raises;
-the driver keeps executing those operations. A flow is never ``close()``d.
+It sends what the flow yields and blocks for the replies, or for the watch events of
+this run (its inbox) until the ``Wait``'s deadline; what a reply or an event means is
+the flow's business (``zklocks._core.steps``). Interruptions (KeyboardInterrupt, any
+exception while blocked) are thrown *into* the flow, which cleans up by yielding more
+operations (delete our node) and then re-raises; the driver keeps executing those
+operations. A flow is never ``close()``d.
 """
 
 from __future__ import annotations
@@ -10,27 +13,12 @@ from __future__ import annotations
 import asyncio
 import threading
 import warnings
+from collections import deque
+from collections.abc import Callable
 from typing import Any
 
-from zklocks._core.drive import (
-    first_gone,
-    parent_creates,
-    parents_reply,
-    pipeline_deadline,
-    retry_too_late,
-    wake_reply,
-    watch_requests,
-)
 from zklocks._core.flow import Flow
-from zklocks._core.ops import (
-    TIMED_OUT,
-    AwaitDeletion,
-    CreateParents,
-    Op,
-    Pipeline,
-    Reply,
-    SessionId,
-)
+from zklocks._core.ops import TIMED_OUT, Op, Pipeline, Reply, SessionId, Wait, Wake, too_late
 from zklocks._sync.session import SyncSession
 from zklocks._vocabulary import WatchEvent
 
@@ -49,65 +37,74 @@ def warn_if_in_event_loop(stacklevel: int) -> None:
 
 def run(flow: Flow, session: SyncSession) -> Any:
     """Drive ``flow`` to its end and return its value (or raise what it raises)."""
-    try:
-        op = next(flow)
-    except StopIteration as stop:
-        return stop.value
+    inbox = Inbox()
+    step: Callable[[Any], Op] = flow.send
+    value: Any = None
     while True:
         try:
-            reply = execute(op, session)
-        except BaseException as exc:  # interrupted: the flow cleans up, then re-raises
-            try:
-                op = flow.throw(exc)
-            except StopIteration as stop:
-                return stop.value
-            continue
-        try:
-            op = flow.send(reply)
+            op = step(value)
         except StopIteration as stop:
             return stop.value
         # The flow has the reply now. Holding it here while the next operation waits
         # would keep e.g. a thousand-name listing alive per waiter.
-        del reply
+        value = None
+        try:
+            value, step = execute(op, session, inbox), flow.send
+        except BaseException as exc:  # interrupted: the flow cleans up, then re-raises
+            value, step = exc, flow.throw
 
 
-def execute(op: Op, session: SyncSession) -> Reply:
+def execute(op: Op, session: SyncSession, inbox: Inbox) -> Reply:
     """One operation's reply."""
-    too_late = retry_too_late(op, session.facts.clock())
-    if too_late is not None:
-        return too_late
+    clock = session.facts.clock
+    early = too_late(op, clock())
+    if early is not None:
+        return early
     if isinstance(op, Pipeline):
-        return tuple(session.call(op.requests, pipeline_deadline(op)))
-    if isinstance(op, AwaitDeletion):
-        return await_deletion(op, session)
-    if isinstance(op, CreateParents):
-        return parents_reply(session.call(parent_creates(op.path, op.acl), op.deadline))
+        watcher = inbox.open() if op.watch else None
+        return tuple(session.call(op.requests, op.deadline, watcher))
+    if isinstance(op, Wait):
+        return inbox.take(op.deadline, clock)
     if isinstance(op, SessionId):
         return session.session_id()
     return session.call((op,), op.deadline)[0]
 
 
-def await_deletion(op: AwaitDeletion, session: SyncSession) -> Reply:
-    """Exists-watch every node; block until one is deleted, the deadline, or session end."""
-    fired: list[WatchEvent] = []
-    wake = threading.Event()
+class Inbox:
+    """The watch events of one flow run: put by the session's thread, taken by the
+    caller's. ``put`` is the one watcher of the run (one registration per node)."""
 
-    def watcher(event: WatchEvent) -> None:
-        fired.append(event)
-        wake.set()
+    __slots__ = ("_events", "_ready")
 
-    clock = session.facts.clock
-    while True:
-        replies = session.call(watch_requests(op.nodes), op.deadline, watcher)
-        done = first_gone(op.nodes, replies)
-        if done is not None:
-            return done
-        remaining = None if op.deadline is None else op.deadline - clock()
-        if (remaining is not None and remaining <= 0) or not wake.wait(remaining):
-            return TIMED_OUT
-        wake.clear()
-        events = [fired.pop(0) for _ in range(len(fired))]
-        done = wake_reply(events, op.nodes)
-        if done is not None:
-            return done
-        # only a change that is not a deletion: set the watches again
+    def __init__(self) -> None:
+        self._events: deque[WatchEvent] = deque()
+        self._ready: threading.Event | None = None  # most runs never wait: made on use
+
+    def open(self) -> Callable[[WatchEvent], None]:
+        """The watcher, ready before any event can reach it (the caller's thread)."""
+        if self._ready is None:
+            self._ready = threading.Event()
+        return self.put
+
+    def put(self, event: WatchEvent) -> None:
+        self._events.append(event)
+        assert self._ready is not None
+        self._ready.set()
+
+    def take(
+        self, deadline: float | None, clock: Callable[[], float]
+    ) -> tuple[WatchEvent, ...] | Wake:
+        """The events that fired since the last take, waiting for one until ``deadline``."""
+        ready = self._ready
+        if ready is None:
+            ready = self._ready = threading.Event()  # no watch set: only the deadline ends it
+        while True:
+            remaining = None if deadline is None else deadline - clock()
+            if (remaining is not None and remaining <= 0) or not ready.wait(remaining):
+                return TIMED_OUT
+            ready.clear()
+            taken = []
+            while self._events:  # append and popleft are atomic: nothing is lost
+                taken.append(self._events.popleft())
+            if taken:
+                return tuple(taken)

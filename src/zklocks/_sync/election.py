@@ -7,7 +7,6 @@ in one global order under one deadline (see ``zklocks._core.multilock``).
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterable, Iterator
 from types import TracebackType
@@ -18,8 +17,6 @@ from zklocks._core import validate as _validate
 from zklocks._core.contenders import Contender
 from zklocks._core.errors import ClientClosed, LockLost, NotHeld
 from zklocks._core.lease import Lease
-from zklocks._core.ops import Exists, GetChildren, Stat
-from zklocks._protocol.errors import NoNodeError
 from zklocks._sync import driver
 from zklocks._sync.locks import Lock
 
@@ -85,22 +82,9 @@ class Election(Lock):
 
     def _await_change(self, leader: Contender | None, deadline: float | None) -> bool:
         """Wait for the leader's node to go (or, with no leader, for a candidate)."""
-        if leader is not None:
-            changed: bool = driver.run(
-                _election.await_leader_gone(leader.node, deadline), self._client._session_or_raise()
-            )
-            return changed
-        session = self._client._session_or_raise()
-        event = threading.Event()
-        (listing,) = session.call([GetChildren(self.path)], deadline, lambda _e: event.set())
-        if _election.has_candidates(listing):
-            return True  # a candidate came between our two reads
-        if isinstance(listing, NoNodeError):
-            (stat,) = session.call([Exists(self.path)], deadline, lambda _e: event.set())
-            if isinstance(stat, Stat):
-                return True  # the path was made between our two reads
-        remaining = None if deadline is None else deadline - time.monotonic()
-        return event.wait(remaining) and not session.closed
+        flow = _election.await_change(self.path, None if leader is None else leader.node, deadline)
+        changed: bool = driver.run(flow, self._client._session_or_raise())
+        return changed
 
 
 class MultiLock:

@@ -18,9 +18,8 @@ from zklocks._core import validate as _validate
 from zklocks._core.contenders import Contender, list_contenders
 from zklocks._core.errors import LockLost
 from zklocks._core.lease import Lease
-from zklocks._core.ops import Exists, GetChildren
+from zklocks._core.steps import await_children_change
 from zklocks._frontend.holdings import LockConfig, LockCore
-from zklocks._protocol.errors import NoNodeError
 from zklocks._sync import driver
 from zklocks._sync.session import SyncSession
 
@@ -147,14 +146,10 @@ class Lock(LockCore[Lease]):
         started or was stopped; ``InvalidArgument`` for a bad ``timeout``.
         """
         session = self._client._session_or_raise()
-        changed = threading.Event()
         timeout = _validate.timeout(timeout)
         deadline = None if timeout is None else time.monotonic() + timeout
-        reply = session.call([GetChildren(self.path)], deadline, lambda _event: changed.set())
-        if isinstance(reply[0], NoNodeError):
-            # no lock path yet: its creation is the change (an exists-watch fires on it)
-            session.call([Exists(self.path)], deadline, lambda _event: changed.set())
-        return changed.wait(timeout)
+        changed: bool = driver.run(await_children_change(self.path, deadline), session)
+        return changed
 
     def __enter__(self) -> Lease:
         return self.acquire()

@@ -12,8 +12,9 @@ After every step
     exemptions — its session was expired by the plan's ``ExpireSession`` fault or its
     node deleted by the plan's ``DeleteNode``, which no client can foresee (the client
     must then be told: "loss is told", below).
-  * **No missed wake-up**: a waiter blocked on ``AwaitDeletion(nodes)`` while all of
-    ``nodes`` still exist must not be eligible by the true rule on the server's queue.
+  * **No missed wake-up**: a waiter blocked until one of its watched ``nodes`` is
+    deleted, while all of them still exist, must not be eligible by the true rule on
+    the server's queue.
     That is the strategies' contract ("may not hold while all of nodes exist"), and a
     waiter that breaks it sleeps while it could hold (Curator's old semaphore bug).
 
@@ -46,24 +47,35 @@ At quiescence (nothing can ever happen again)
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from zklocks._core import nodes as _nodes
+from zklocks._core.flow import AcquireSpec
 from zklocks._core.strategies import Granted, decide
+from zklocks.sim.client import Holding, SimClient
+from zklocks.sim.model import Model
+from zklocks.sim.scenario import Scenario
+from zklocks.sim.violation import Violation
 
-if TYPE_CHECKING:
-    from zklocks._core.flow import AcquireSpec
-    from zklocks.sim.scheduler import Holding, SimClient, Simulation
+__all__ = ["Checker", "Observed", "Violation"]
 
 
-class Violation(AssertionError):
-    """An invariant does not hold; the message says which and where."""
+class Observed(Protocol):
+    """What the invariants read of a simulation (``zklocks.sim.scheduler.Simulation``)."""
+
+    now: float
+    model: Model
+    scenario: Scenario
+    clients: list[SimClient]
+    force_expired: set[int]  # sessions the plan's ExpireSession expired
+    force_deleted: set[tuple[str, int]]  # held nodes the plan's DeleteNode deleted
+    silently_expired: set[int]  # sessions expired after a session timeout of silence
 
 
 class Checker:
     """The invariants of one ``Simulation``."""
 
-    def __init__(self, sim: Simulation) -> None:
+    def __init__(self, sim: Observed) -> None:
         self.sim = sim
         self.scenario = sim.scenario
         self.permits = sim.scenario.permits or 1

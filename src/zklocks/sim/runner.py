@@ -17,10 +17,11 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from zklocks.sim.client import AcquireFn, Outcome
 from zklocks.sim.faults import FaultPlan, format_plan, random_plan
 from zklocks.sim.invariants import Violation
 from zklocks.sim.scenario import FAMILIES, scenario_for
-from zklocks.sim.scheduler import AcquireFn, DecideFn, Outcome, Simulation, patched_decide
+from zklocks.sim.scheduler import DecideFn, Simulation, patched_decide
 
 TRACE_TAIL = 40
 

@@ -2,12 +2,10 @@
 
 Theory of operation
 -------------------
-Each simulated client runs a *program*: for every cycle of its script, think, run
-``zklocks._core.flow.acquire`` to its end, hold, run ``zklocks._core.flow.release``. The flows are
-the real ones; only the driver is the simulator's (``SimClient.drive``, which does what
-``zklocks._sync.driver`` does, against the model). A program is a generator that yields
-*actions* — send one request, wait for a connection, wait for a watch, sleep — and the
-scheduler resumes it with the outcome.
+Each simulated client (``zklocks.sim.client.SimClient``) runs a *program* of lock
+calls through the real flows and its own small driver; a program yields *actions* —
+send one request, wait for a connection, wait for a watch, sleep — and the scheduler
+resumes it with the outcome.
 
 One **step** is one enabled move, chosen by the seeded RNG among all that are enabled
 now: a client's action (each request of a pipeline is its own step, so other clients'
@@ -39,49 +37,27 @@ from __future__ import annotations
 
 import contextlib
 import random
-from collections.abc import Callable, Generator, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeAlias
 
 from zklocks._core import flow as _flow
-from zklocks._core import multilock as _multilock
 from zklocks._core import nodes as _nodes
-from zklocks._core.drive import (
-    ancestors,
-    first_gone,
-    parent_creates,
-    parents_reply,
-    pipeline_deadline,
-    wake_reply,
-    watch_requests,
-)
-from zklocks._core.errors import InvalidArgument, LockTimeout
-from zklocks._core.lease import Lease, LeaseKeeper
-from zklocks._core.ops import (
-    TIMED_OUT,
-    AwaitDeletion,
-    Create,
-    CreateParents,
-    Exists,
-    GetData,
-    NodeData,
-    Op,
-    Pipeline,
-    Reply,
-    Request,
-    SessionId,
-    Stat,
-    Wake,
-)
+from zklocks._core.ops import TIMED_OUT, Create, Exists, GetData, Reply, Request, Stat, Wake
+from zklocks._core.steps import ancestors
 from zklocks._core.strategies import Decision
-from zklocks._protocol.errors import (
-    ClientClosedError,
-    ConnectionLossError,
-    NoNodeError,
-    SessionExpiredError,
-    ZooKeeperError,
+from zklocks._protocol.errors import ConnectionLossError, ZooKeeperError
+from zklocks.sim.client import (
+    AcquireFn,
+    AwaitConnection,
+    AwaitWake,
+    Delivery,
+    Holding,
+    Outcome,
+    Send,
+    SimClient,
+    Sleep,
+    short,
 )
-from zklocks._vocabulary import SessionFacts, SessionState, Watcher, WatchEvent, WatchKind
 from zklocks.sim.faults import (
     DelayWatch,
     DeleteNode,
@@ -95,7 +71,7 @@ from zklocks.sim.faults import (
     SweepContainers,
 )
 from zklocks.sim.invariants import Checker, Violation
-from zklocks.sim.model import ClientWatches, Model, Notification
+from zklocks.sim.model import Model
 from zklocks.sim.scenario import FAMILIES, Cycle, Scenario, scenario_for
 
 STEP = 0.002  # the clock moves up to this much between two steps (virtual seconds)
@@ -104,428 +80,6 @@ REORDER_WINDOW = 0.05  # a reordered notification waits this long for one to ove
 MAX_STEPS = 50_000
 
 DecideFn: TypeAlias = Callable[[Any, Sequence[Any]], Decision]
-AcquireFn: TypeAlias = Callable[[_flow.AcquireSpec], _flow.Flow]
-"""Makes the acquire flow of one call: ``zklocks._core.flow.acquire``, or a test's variant
-of it (to plant an old behaviour and show that the simulator finds it)."""
-
-
-class _Abandoned(BaseException):
-    """Thrown into a flow whose run ended early, so it finishes instead of being closed."""
-
-
-# -- actions a client's program yields ------------------------------------------------
-
-
-@dataclass(slots=True)
-class Send:
-    """Send one request now (the reply is the outcome)."""
-
-    request: Request
-    watcher: Watcher | None
-    epoch: int  # the connection it is sent on; a drop since then loses it
-
-
-@dataclass(slots=True)
-class AwaitConnection:
-    """Wait to reconnect: outcome CONNECTED, EXPIRED (new session) or TIMED_OUT."""
-
-    deadline: float | None
-
-
-@dataclass(slots=True)
-class AwaitWake:
-    """Wait until a watcher fired into ``fired`` (True) or the deadline passed (False)."""
-
-    fired: list[WatchEvent]
-    deadline: float | None
-
-
-@dataclass(slots=True)
-class Sleep:
-    until: float
-
-
-Action: TypeAlias = Send | AwaitConnection | AwaitWake | Sleep
-CONNECTED = "connected"
-EXPIRED = "expired"
-
-
-@dataclass(slots=True)
-class Holding:
-    """A grant while (and after) its holder holds it."""
-
-    client: int
-    kind: str
-    node: str
-    token: int
-    session_id: int
-    lease: Lease
-    granted_at: float
-
-
-@dataclass(slots=True)
-class Outcome:
-    """How one acquire call ended: granted | missed | timed out | interrupted."""
-
-    client: int
-    kind: str
-    result: str
-    at: float
-
-
-@dataclass(slots=True)
-class _Inbox:
-    deliver_at: float
-    order: float
-    notification: Notification
-    held: bool = False  # a reordered one, waiting to be overtaken
-
-
-@dataclass(slots=True)
-class _Timer:
-    """A ``LeaseKeeper`` timer on the virtual clock (frozen while its client is paused)."""
-
-    due: float
-    order: int
-    fn: Callable[[], None]
-    cancelled: bool = False
-
-
-class SimClient:
-    """One simulated process: a session, a watch table, and its lock program."""
-
-    def __init__(self, sim: Simulation, index: int, script_index: int) -> None:
-        self.sim = sim
-        self.index = index
-        self.script = sim.scenario.clients[script_index]
-        self.session_id = 0
-        self.connected = True
-        self.epoch = 0
-        self.reconnect_at = 0.0
-        self.paused_until = 0.0
-        self.last_answered_sent: float | None = None
-        self.watches = ClientWatches()
-        self.inbox: list[_Inbox] = []
-        self.requests = 0  # requests sent (fault coordinate)
-        self.ops = 0  # operations its acquire flows yielded (fault coordinate)
-        self.events = 0  # watch notifications the server sent it (fault coordinate)
-        self.attempt: str | None = None  # the acquire in progress
-        self.awaiting: tuple[str, ...] | None = None  # nodes an AwaitDeletion waits on
-        self.holding: Holding | None = None
-        self.others: list[Holding] = []  # multi: the parts held beyond ``holding``
-        self.interruptible = False
-        self.interrupted = False
-        self.interrupted_at = ""  # the kind of operation the interrupt landed on
-        self.action: Action | None = None
-        self.done = False
-        self.facts = SessionFacts(
-            clock=lambda: self.sim.now,
-            session_timeout=lambda: self.script.session_timeout,
-            last_answered_sent=lambda: self.last_answered_sent,
-            connected=lambda: self.connected,
-        )
-        # leases are watched by the clients' own LeaseKeeper: node deletion, session
-        # events, and the clock rule's timer while cut off
-        self.timers: list[_Timer] = []
-        self.pending_watches: list[tuple[str, Watcher]] = []  # sent on reconnect
-        self.keeper = LeaseKeeper(lambda: self.facts, self.schedule)
-        self._program = self.program()
-
-    def __repr__(self) -> str:
-        return f"c{self.index}"
-
-    # -- session --------------------------------------------------------------------
-
-    def open_session(self) -> None:
-        record = self.sim.model.open_session(self.script.session_timeout)
-        self.session_id = record.id
-        self.sim.owner[record.id] = self
-        self.connected = True
-        self.last_answered_sent = self.sim.now
-
-    def disconnect(self, outage: float) -> None:
-        """The connection drops; what was in flight is lost; reconnect after ``outage``."""
-        if self.connected:
-            self.connected = False
-            self.epoch += 1
-            self.reconnect_at = self.sim.now + outage
-            self.keeper.on_state(SessionState.SUSPENDED)
-        else:
-            self.reconnect_at = max(self.reconnect_at, self.sim.now + outage)
-
-    def reconnect(self) -> None:
-        sim = self.sim
-        if sim.model.alive(self.session_id):
-            self.connected = True
-            sim.model.touch(self.session_id)
-            self.last_answered_sent = sim.now
-            sim.note(self, "reconnected")
-            self.keeper.on_state(SessionState.CONNECTED)
-            pending, self.pending_watches = self.pending_watches, []
-            for path, watcher in pending:
-                self.watch_node(path, watcher)
-            if isinstance(self.action, AwaitConnection):
-                self.resume(CONNECTED)
-            return
-        # the server expired us meanwhile: LOST, every watcher told, then a fresh session
-        if sim.trace is not None:
-            sim.note(self, f"reconnected: session {self.session_id:#x} expired")
-        lost = self.watches.drain() + self.pending_watches
-        self.pending_watches = []
-        for path, watcher in lost:
-            watcher(WatchEvent(WatchKind.SESSION_LOST, path))
-        self.keeper.on_state(SessionState.LOST)
-        self.open_session()
-        self.keeper.on_state(SessionState.CONNECTED)
-        if isinstance(self.action, AwaitConnection):
-            self.resume(EXPIRED)
-
-    def watch_node(self, path: str, watcher: Watcher) -> None:
-        """``SyncSession.watch_node``: a getData-watch; DELETED at once if already gone."""
-        if not self.connected:
-            self.pending_watches.append((path, watcher))
-            return
-        reply = self.sim.model.get_data(self.session_id, path, watch=True)
-        self.sim.route()
-        if isinstance(reply, NodeData):
-            self.watches.add_data(path, watcher)
-        elif isinstance(reply, NoNodeError):
-            watcher(WatchEvent(WatchKind.DELETED, path))
-
-    def schedule(self, delay: float, fn: Callable[[], None]) -> Callable[[], None]:
-        """The ``LeaseKeeper``'s timer, on the virtual clock."""
-        self.sim.order += 1
-        timer = _Timer(self.sim.now + delay, self.sim.order, fn)
-        self.timers.append(timer)
-
-        def cancel() -> None:
-            timer.cancelled = True
-
-        return cancel
-
-    def next_timer(self) -> _Timer | None:
-        live = [t for t in self.timers if not t.cancelled]
-        self.timers = live
-        return min(live, key=lambda t: (t.due, t.order)) if live else None
-
-    # -- the program ------------------------------------------------------------------
-
-    def start(self) -> None:
-        self.open_session()
-        self.resume(None)
-
-    def resume(self, value: object) -> None:
-        try:
-            self.action = self._program.send(value)
-        except StopIteration:
-            self.action = None
-            self.done = True
-
-    def program(self) -> Generator[Action, Any, None]:
-        sim = self.sim
-        if sim.scenario.paths:
-            yield from self.multi_program()
-            return
-        for cycle in self.script.cycles:
-            if cycle.think:
-                yield Sleep(sim.now + cycle.think)
-            spec = sim.spec_for(self, cycle)
-            acquired = yield from self.acquire(spec, cycle)
-            if acquired is None:
-                continue
-            holding = self.grant(spec, acquired)
-            yield Sleep(sim.now + cycle.hold)
-            sim.checker.before_release(self, holding)
-            self.holding = None
-            owner = 0 if holding.lease.lost else holding.lease.owner  # as Lock._give_up
-            holding.lease._end()  # a later loss is no longer news
-            if sim.trace is not None:
-                sim.note(self, f"releases {_short(holding.node)}")
-            try:
-                yield from self.drive(_flow.release(holding.node, holding.token, owner))
-            except Exception as exc:
-                if isinstance(exc, Violation):
-                    raise
-                raise Violation(f"{self}: release of {holding.node} raised {exc!r}") from exc
-            if (holding.node, holding.token) in sim.force_deleted:
-                sim.after_release_of_deleted(holding)
-
-    def multi_program(self) -> Generator[Action, Any, None]:
-        """What ``MultiLock`` does: take the locks in the global order under one deadline;
-        if one is not had, release what was taken; hold; release in reverse order."""
-        sim = self.sim
-        for cycle in self.script.cycles:
-            if cycle.think:
-                yield Sleep(sim.now + cycle.think)
-            given = [sim.spec_for(self, cycle, sim.scenario.paths[i]) for i in cycle.given]
-            taken: list[Holding] = []
-            for index in _multilock.global_order(given):
-                acquired = yield from self.acquire(given[index], cycle)
-                if acquired is None:
-                    break
-                taken.append(self.grant(given[index], acquired))
-            if len(taken) == len(given):
-                yield Sleep(sim.now + cycle.hold)
-            for holding in reversed(taken):
-                yield from self.give_up(holding)
-
-    def give_up(self, holding: Holding) -> Generator[Action, Any, None]:
-        """Release one holding, as ``Lock._give_up`` does."""
-        sim = self.sim
-        sim.checker.before_release(self, holding)
-        if self.holding is holding:
-            self.holding = self.others.pop(0) if self.others else None
-        else:
-            self.others.remove(holding)
-        owner = 0 if holding.lease.lost else holding.lease.owner  # as Lock._give_up
-        holding.lease._end()
-        if sim.trace is not None:
-            sim.note(self, f"releases {_short(holding.node)}")
-        try:
-            yield from self.drive(_flow.release(holding.node, holding.token, owner))
-        except Exception as exc:
-            if isinstance(exc, Violation):
-                raise
-            raise Violation(f"{self}: release of {holding.node} raised {exc!r}") from exc
-        if (holding.node, holding.token) in sim.force_deleted:
-            sim.after_release_of_deleted(holding)
-
-    def acquire(self, spec: _flow.AcquireSpec, cycle: Cycle) -> Generator[Action, Any, Any]:
-        sim = self.sim
-        self.attempt = spec.attempt
-        self.interruptible = True
-        self.interrupted = False
-        if sim.trace is not None:
-            until = "never" if spec.deadline is None else f"{spec.deadline:.4f}"
-            sim.note(self, f"acquire {cycle.kind} blocking={spec.blocking} deadline={until}")
-        try:
-            acquired = yield from self.drive(sim.acquire_flow(spec))
-        except InvalidArgument as exc:
-            if spec.fair or sim.scenario.family != "mixed":
-                raise Violation(f"{self}: acquire {spec.kind} raised {exc!r}") from exc
-            sim.record(self, spec, "refused")  # a one-node lock beside queued ones
-            return None
-        except KeyboardInterrupt:
-            if not self.interrupted:
-                raise
-            sim.record(self, spec, "interrupted")
-            return None
-        except LockTimeout:
-            sim.record(self, spec, "timed out")
-            return None
-        except Exception as exc:
-            if isinstance(exc, Violation):
-                raise
-            raise Violation(f"{self}: acquire {spec.kind} raised {exc!r}") from exc
-        finally:
-            self.interruptible = False
-            self.attempt = None
-        if acquired is None:
-            sim.record(self, spec, "missed")
-            return None
-        return acquired
-
-    def grant(self, spec: _flow.AcquireSpec, acquired: _flow.Acquired) -> Holding:
-        """What ``Lock._acquire`` does with a grant: a lease, watched by the keeper."""
-        sim = self.sim
-        lease = Lease(acquired.node, acquired.token, self.facts, acquired.owner)
-        holding = Holding(
-            self.index, spec.kind, acquired.node, acquired.token, self.session_id, lease, sim.now
-        )
-        self.keeper.track(lease, self.watch_node)
-        if self.holding is None:
-            self.holding = holding
-        else:  # multi: a further part
-            self.others.append(holding)
-        sim.grants.append(holding)
-        sim.record(self, spec, "granted", acquired.node)
-        sim.checker.on_grant(self, holding, spec)
-        return holding
-
-    # -- the driver: what zklocks._sync.driver does, against the model ---------------------
-
-    def drive(self, flow: _flow.Flow) -> Generator[Action, Any, Any]:
-        """Run ``flow`` to its end; exceptions are thrown into it, as the sync driver does."""
-        try:
-            op = next(flow)
-        except StopIteration as stop:
-            return stop.value
-        while True:
-            fault = None
-            if self.interruptible:
-                fault = self.sim.interrupts.get((self.index, self.ops))
-                self.ops += 1
-            try:
-                if fault is not None and not self.interrupted:
-                    self.sim.fired(fault)
-                    self.interrupted = True
-                    self.interrupted_at = type(op).__name__
-                    if fault.sent:
-                        yield from self.execute(op)  # sent, then interrupted waiting
-                    if self.sim.trace is not None:
-                        self.sim.note(self, f"interrupted at {self.interrupted_at}")
-                    op = flow.throw(KeyboardInterrupt())
-                else:
-                    reply = yield from self.execute(op)
-                    op = flow.send(reply)
-            except StopIteration as stop:
-                return stop.value
-            except GeneratorExit:  # the run was abandoned (a violation elsewhere)
-                _abandon(flow)
-                raise
-
-    def execute(self, op: Op) -> Generator[Action, Any, Reply]:
-        if isinstance(op, Pipeline):
-            return tuple((yield from self.call(op.requests, pipeline_deadline(op))))
-        if isinstance(op, AwaitDeletion):
-            return (yield from self.await_deletion(op))
-        if isinstance(op, CreateParents):
-            return parents_reply((yield from self.call(parent_creates(op.path), op.deadline)))
-        if isinstance(op, SessionId):
-            return self.session_id
-        return (yield from self.call((op,), op.deadline))[0]
-
-    def call(
-        self, requests: Sequence[Request], deadline: float | None, watcher: Watcher | None = None
-    ) -> Generator[Action, Any, list[Reply]]:
-        """``SyncSession.call``: wait to be connected (or time out), then send them all."""
-        if not self.connected:
-            status = yield AwaitConnection(deadline)
-            if status is TIMED_OUT:
-                return [TIMED_OUT for _ in requests]
-            if status == EXPIRED:
-                return [SessionExpiredError() for _ in requests]
-        epoch = self.epoch
-        replies: list[Reply] = []
-        for request in requests:
-            if self.epoch != epoch:  # dropped with this one in flight
-                replies.append(ConnectionLossError())
-                continue
-            replies.append((yield Send(request, watcher, epoch)))
-        return replies
-
-    def await_deletion(self, op: AwaitDeletion) -> Generator[Action, Any, Reply]:
-        """``zklocks._sync.driver.await_deletion`` with the model's watches."""
-        fired: list[WatchEvent] = []
-        self.awaiting = op.nodes
-        try:
-            while True:
-                watching = watch_requests(op.nodes)
-                replies = yield from self.call(watching, op.deadline, fired.append)
-                done = first_gone(op.nodes, replies)
-                if done is not None:
-                    return done
-                if op.deadline is not None and self.sim.now >= op.deadline:
-                    return TIMED_OUT
-                if not (yield AwaitWake(fired, op.deadline)):
-                    return TIMED_OUT
-                events = [fired.pop(0) for _ in range(len(fired))]
-                done = wake_reply(events, op.nodes)
-                if done is not None:
-                    return done
-                # only a change that is not a deletion: set the watches again
-        finally:
-            self.awaiting = None
 
 
 class Simulation:
@@ -667,7 +221,7 @@ class Simulation:
         if holding is not None:
             self.force_deleted.add((holding.node, holding.token))
         if self.trace is not None:
-            self.note(client, f"another client deleted its node {_short(path)}")
+            self.note(client, f"another client deleted its node {short(path)}")
 
     def after_release_of_deleted(self, released: Holding) -> None:
         """A one-node holder whose node the plan deleted released before it knew: its
@@ -684,7 +238,7 @@ class Simulation:
                 if self.trace is not None:
                     self.note(
                         client,
-                        f"its node {_short(holding.node)} went with c{released.client}'s release",
+                        f"its node {short(holding.node)} went with c{released.client}'s release",
                     )
 
     def session_ended(self, session_id: int, why: str) -> None:
@@ -757,7 +311,7 @@ class Simulation:
             item = min(client.inbox, key=_inbox_key)
             client.inbox.remove(item)
             woken = client.watches.deliver(item.notification)
-            kind, path = item.notification.kind.value, _short(item.notification.path)
+            kind, path = item.notification.kind.value, short(item.notification.path)
             if self.trace is not None:
                 self.note(client, f"watch {kind} {path} woke {woken}")
         else:
@@ -823,7 +377,7 @@ class Simulation:
                     item.held = False
                     item.deliver_at = max(item.deliver_at, deliver_at)
                     item.order = self.order + 0.5
-            item = _Inbox(deliver_at, self.order, notification)
+            item = Delivery(deliver_at, self.order, notification)
             delay = self.delays.get((client.index, number))
             if delay is not None:
                 self.fired(delay)
@@ -864,7 +418,7 @@ class Simulation:
     ) -> None:
         self.outcomes.append(Outcome(client.index, spec.kind, result, self.now))
         if self.trace is not None:
-            self.note(client, f"acquire {spec.kind}: {result} {_short(node)}".rstrip())
+            self.note(client, f"acquire {spec.kind}: {result} {short(node)}".rstrip())
         if result != "granted":
             self.checker.after_exit(client, spec, result)
 
@@ -880,36 +434,8 @@ class Simulation:
 _NEVER = float("inf")
 
 
-def _abandon(flow: _flow.Flow) -> None:
-    """Finish a flow left mid-way: every cleanup request it makes answers ClientClosed.
-
-    A flow is never ``close()``d (it would answer GeneratorExit by yielding its cleanup),
-    and the garbage collector would close one left suspended when a run stops at a
-    violation; so it is thrown an exception and its cleanup is answered instead.
-    """
-    try:
-        op = flow.throw(_Abandoned())
-        for _ in range(1000):
-            if isinstance(op, Pipeline):
-                op = flow.send(tuple(ClientClosedError() for _ in op.requests))
-            elif isinstance(op, SessionId):
-                op = flow.send(0)
-            else:
-                op = flow.send(ClientClosedError())
-    except (StopIteration, _Abandoned, Exception):
-        return
-
-
-def _inbox_key(item: _Inbox) -> tuple[float, float]:
+def _inbox_key(item: Delivery) -> tuple[float, float]:
     return (item.deliver_at, item.order)
-
-
-def _short(path: str) -> str:
-    name = path.rsplit("/", 1)[-1]
-    parsed = _nodes.parse(name)
-    if parsed is None or not parsed.attempt:
-        return name
-    return f"{parsed.kind}-{parsed.attempt[:6]}-{parsed.sequence}"
 
 
 def _describe(request: Request) -> str:
@@ -917,13 +443,13 @@ def _describe(request: Request) -> str:
     if isinstance(request, Create):
         flags = "E" if request.ephemeral else "C" if request.container else "P"
         flags += "S" if request.sequential else ""
-        return f"{kind}[{flags}] {_short(request.path)}"
-    return f"{kind} {_short(request.path)}"
+        return f"{kind}[{flags}] {short(request.path)}"
+    return f"{kind} {short(request.path)}"
 
 
 def _reply(reply: Reply) -> str:
     if isinstance(reply, list):
-        return "[" + ", ".join(_short(name) for name in reply) + "]"
+        return "[" + ", ".join(short(name) for name in reply) + "]"
     if isinstance(reply, ZooKeeperError):
         return type(reply).__name__
     if isinstance(reply, Stat):
