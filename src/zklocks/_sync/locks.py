@@ -98,9 +98,10 @@ class Lock(LockCore[Lease]):
         if stale is not None:
             self._give_up(stale)
         session = self._client._session_or_raise()
+        # the probe's clock starts first: a timed-out wait then measures >= its timeout
+        probe = _events.AcquireProbe(self.kind, self.path)
         deadline = None if timeout is None else time.monotonic() + timeout
         spec = self._config.spec(threading.current_thread().name, deadline, blocking)
-        probe = _events.AcquireProbe(self.kind, self.path)
         acquired = driver.run(probe.watch(_flow.acquire(spec)), session)
         if acquired is None:
             return None

@@ -1,17 +1,23 @@
 """A ``SyncSession`` on our own asyncio ``Connection``, run on one private loop thread.
 
 Every sync ``Client`` owns one event-loop thread and one connection on it: never a
-thread per waiter. A blocking call hands its requests to the loop (submitted back to
-back, so they are pipelined) and waits on a ``concurrent.futures.Future`` for all the
-replies; waiting threads are the callers' own.
+thread per waiter. While the connection is up (plain TCP), a blocking call writes its
+requests to the socket itself, back to back (pipelined), and waits on a ``_Latch``
+that the loop thread, which reads every reply, releases once all are answered: no
+hand-off to the loop per call. Otherwise (TLS, cut off, connecting, closing) the call
+is handed to the loop, which sends or queues it as the connection's state says.
+Timers (``call_later``) share one loop timer, so arming one costs no hand-off either.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import heapq
+import itertools
 import ssl as _ssl
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -29,22 +35,51 @@ from zklocks._vocabulary import SessionState, StateListener, Watcher, WatchEvent
 
 
 class _Latch:
-    """One caller waits for one answer from the loop thread.
+    """One caller waits for the answers to its requests from the loop thread.
 
     Lighter than a ``concurrent.futures.Future`` (no Condition, no callbacks list): a
     lock taken at birth and released by the answer. Waiting on it is interruptible
-    (Ctrl-C), and the driver then throws the interruption into the flow.
+    (Ctrl-C), and the driver then throws the interruption into the flow. A one-request
+    latch is its own token for the connection (it quacks like a future); a longer one
+    hands out a ``_Slot`` per request.
     """
 
-    __slots__ = ("_answered", "_error", "_lock", "_replies", "count")
+    __slots__ = ("_answered", "_error", "_left", "_lock", "_replies", "count")
 
     def __init__(self, count: int) -> None:
         self.count = count
         self._lock = threading.Lock()
         self._lock.acquire()
-        self._replies: list[Reply] = []
+        self._replies: list[Reply] = [None] * count
+        self._left = count
         self._error: BaseException | None = None
         self._answered = False
+
+    def tokens(self) -> list[Any]:
+        return [self] if self.count == 1 else [_Slot(self, i) for i in range(self.count)]
+
+    # the future-like face of a one-request latch (called on the loop thread)
+    def done(self) -> bool:
+        return self._answered
+
+    def set_result(self, value: Reply) -> None:
+        self.answer(0, value)
+
+    def set_exception(self, error: BaseException) -> None:
+        if isinstance(error, ZooKeeperError):
+            self.answer(0, error)
+        else:
+            self.fail(error)
+
+    def answer(self, index: int, reply: Reply) -> None:
+        """One request's reply (the loop thread answers them one at a time)."""
+        if self._answered:
+            return
+        self._replies[index] = reply
+        self._left -= 1
+        if self._left == 0:
+            self._answered = True
+            self._lock.release()
 
     def set(self, replies: list[Reply]) -> None:
         if not self._answered:
@@ -63,6 +98,90 @@ class _Latch:
         if self._error is not None:
             raise self._error
         return self._replies
+
+
+class _Slot:
+    """One request's place in a ``_Latch``: the token the connection answers."""
+
+    __slots__ = ("_done", "index", "latch")
+
+    def __init__(self, latch: _Latch, index: int) -> None:
+        self.latch = latch
+        self.index = index
+        self._done = False
+
+    def done(self) -> bool:
+        return self._done or self.latch.done()
+
+    def set_result(self, value: Reply) -> None:
+        self._done = True
+        self.latch.answer(self.index, value)
+
+    def set_exception(self, error: BaseException) -> None:
+        self._done = True
+        if isinstance(error, ZooKeeperError):
+            self.latch.answer(self.index, error)
+        else:
+            self.latch.fail(error)
+
+
+class _Timers:
+    """``call_later`` from any thread on one loop timer: the earliest entry's.
+
+    Arming a timer later than the armed one (a lease's node watch, every grant) only
+    pushes onto a heap; the loop is woken only for an earlier one. Cancelling marks
+    the entry; it is dropped when due. Functions run on the loop thread.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._heap: list[tuple[float, int, list[Callable[[], None] | None]]] = []
+        self._mutex = threading.Lock()
+        self._order = itertools.count()
+        self._armed: float | None = None  # when the loop timer fires (or is about to be set)
+        self._handle: asyncio.TimerHandle | None = None
+
+    def add(self, delay: float, fn: Callable[[], None]) -> Callable[[], None]:
+        due = time.monotonic() + delay  # the loop's clock (asyncio uses time.monotonic)
+        entry: list[Callable[[], None] | None] = [fn]
+        with self._mutex:
+            heapq.heappush(self._heap, (due, next(self._order), entry))
+            wake = self._armed is None or due < self._armed
+            if wake:
+                self._armed = due
+        if wake:
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: no timer
+                self._loop.call_soon_threadsafe(self._arm)
+
+        def cancel() -> None:
+            entry[0] = None
+
+        return cancel
+
+    def _arm(self) -> None:
+        with self._mutex:
+            due = self._heap[0][0] if self._heap else None
+            self._armed = due
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+        if due is not None:
+            self._handle = self._loop.call_at(due, self._fire)
+
+    def _fire(self) -> None:
+        self._handle = None
+        now = self._loop.time()
+        due: list[Callable[[], None]] = []
+        with self._mutex:
+            heap = self._heap
+            while heap and heap[0][0] <= now:
+                fn = heapq.heappop(heap)[2][0]
+                if fn is not None:
+                    due.append(fn)
+            self._armed = None
+        self._arm()
+        for fn in due:
+            fn()
 
 
 class NativeSession:
@@ -87,6 +206,7 @@ class NativeSession:
             ssl=ssl,
             auth=auth,
         )
+        self._connection.thread_writes = True  # callers write their own requests
         self._connect_timeout = connect_timeout
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
@@ -97,6 +217,7 @@ class NativeSession:
         self._pending_lock = threading.Lock()
         self._connected = asyncio.Event()
         self._connection.add_state_listener(self._track_connected)
+        self._timers = _Timers(self._loop)
         self.facts = facts_of(self._connection)
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -158,6 +279,10 @@ class NativeSession:
         if not requests:
             return []
         done = _Latch(len(requests))
+        if self._connection.submit_from_thread(requests, done.tokens(), watcher):
+            # Sent from this thread; the loop answers the latch, or fails it with the
+            # connection (a drop, close()), exactly as it does the futures below.
+            return done.wait()
         with self._pending_lock:  # close() answers whatever the stopped loop never will
             if self._closed:
                 return [ClientClosedError() for _ in requests]
@@ -220,6 +345,9 @@ class NativeSession:
         if self._closed:
             watcher(WatchEvent(WatchKind.CLOSED, path))
             return
+        if threading.get_ident() == self._thread.ident:  # a timer's or watcher's own call
+            self._watch_node(path, watcher)
+            return
         try:
             self._loop.call_soon_threadsafe(self._watch_node, path, watcher)
         except RuntimeError:  # stopped by another thread just now
@@ -240,23 +368,9 @@ class NativeSession:
         future.add_done_callback(answered)
 
     def call_later(self, delay: float, fn: Callable[[], None]) -> Callable[[], None]:
-        handles: list[asyncio.TimerHandle] = []
-        cancelled: list[bool] = []
-
-        def arm() -> None:
-            if not cancelled:
-                handles.append(self._loop.call_later(delay, fn))
-
-        def cancel() -> None:
-            cancelled.append(True)
-            if handles and not self._loop.is_closed():
-                with contextlib.suppress(RuntimeError):
-                    self._loop.call_soon_threadsafe(handles[0].cancel)
-
-        if not self._closed:
-            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: no timer
-                self._loop.call_soon_threadsafe(arm)
-        return cancel
+        if self._closed:
+            return lambda: None
+        return self._timers.add(delay, fn)
 
     def session_id(self) -> int:
         return self._connection.session_id

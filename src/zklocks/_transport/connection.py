@@ -9,6 +9,15 @@ that needs a clock, a socket or a callback:
 * **Pipelining.** ``submit()`` encodes the request and writes it at once; the future is
   resolved when its reply arrives (ZooKeeper answers in order). It must be called on the
   loop's thread.
+* **Other threads.** ``submit_from_thread()`` lets a blocking caller write its own
+  requests (no hand-off to the loop per call) while the loop thread goes on reading
+  every reply: on an established plain-TCP connection with nothing queued or buffered
+  ahead, else it declines and the caller uses the loop. Every write and every change
+  to the session's in-flight FIFO holds ``_send_lock``, so the wire's order is the
+  FIFO's. One caller writes at a time, outside the lock; callers (and the loop) that
+  come meanwhile append to an outbox it sends next. Callers write to a duplicate of
+  the socket, closed under that lock before the transport's own (by the writing
+  caller, when one is in its send), so no thread writes to a reused descriptor number.
 * **Liveness.** Once connected, a ping goes out whenever nothing was sent for a third of
   the negotiated session timeout; if nothing at all is *received* for two thirds of it,
   the connection is declared dead and dropped (a silent peer or a stalled network looks
@@ -45,8 +54,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import random
+import socket
 import ssl as _ssl
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -134,6 +146,7 @@ class _Wire(asyncio.Protocol):
         return False  # the server hung up: close our side too
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self.owner._stop_direct(self)
         self.error = exc
         if not self.handshake.done():
             self.handshake.set_exception(ConnectionLossError("connection closed in handshake"))
@@ -142,6 +155,7 @@ class _Wire(asyncio.Protocol):
             self.lost.set_result(None)
 
     def abort(self) -> None:
+        self.owner._stop_direct(self)
         if self.transport is not None:
             self.transport.abort()
 
@@ -208,6 +222,20 @@ class Connection:
         self._connected_at = 0.0
         self.ensemble: bool | None = None  # None: not known (yet)
         self.chroot_exists: bool | None = None  # None: no chroot, or not known
+        # Sending from callers' threads (``submit_from_thread``): every write and every
+        # change to the session's round (requests numbered, in flight, disconnected)
+        # happens under this lock, so the wire order is the order of the in-flight FIFO.
+        self._send_lock = threading.RLock()
+        self.thread_writes = False  # set by a blocking front end before start()
+        self._direct: socket.socket | None = None  # a dup of the live plain-TCP socket
+        self._direct_wire: _Wire | None = None
+        # The rest of a caller's partial write: the loop writes it before anything else.
+        self._rest: bytes | None = None
+        # Frames made while another caller is writing: that writer sends them too, in
+        # order, so callers never wait on each other's send syscall.
+        self._outbox: list[bytes] = []
+        self._writing = False  # a caller is sending to ``_direct`` outside the lock
+        self._retired: list[socket.socket] = []  # stopped while written to: close later
 
     # ------------------------------------------------------------ public state
 
@@ -307,7 +335,8 @@ class Connection:
         if wire is not None and self._session.connected:
             closing = self._loop_or_running().create_future()
             try:
-                self._write(self._session.close_session((closing, time.monotonic())))
+                with self._send_lock:
+                    self._write(self._session.close_session((closing, time.monotonic())))
                 await asyncio.wait_for(asyncio.shield(closing), _CLOSE_REPLY_TIMEOUT)
             except (ZooKeeperError, asyncio.TimeoutError, OSError) as exc:
                 log.debug("closeSession not confirmed: %r", exc)
@@ -333,7 +362,9 @@ class Connection:
         self._transport = None
         self._cancel_timer()
         error = ClientClosedError("the connection was closed")
-        self._fail(self._session.disconnect(), error)
+        with self._send_lock:
+            in_flight = self._session.disconnect()
+        self._fail(in_flight, error)
         self._fail_queue(error)
         watchers = self._session.watches.drain()
         self._set_state(SessionState.CLOSED)
@@ -396,41 +427,196 @@ class Connection:
         futures: list[asyncio.Future[Any]] = []
         frames: list[bytes] = []
         sink = _events.sink
-        for request in requests:
-            if sink is not None:
-                sink.request(request)
-            future: asyncio.Future[Any] = loop.create_future()
-            futures.append(future)
-            try:
-                frames.append(self._session.request(request, (future, now), watcher))
-            except (ZooKeeperError, TypeError, ValueError) as exc:
-                future.set_exception(exc)
-        if frames:
-            self._last_send = now
-            transport = self._transport
-            assert transport is not None
-            transport.write(b"".join(frames))
+        with self._send_lock:
+            for request in requests:
+                if sink is not None:
+                    sink.request(request)
+                future: asyncio.Future[Any] = loop.create_future()
+                futures.append(future)
+                try:
+                    frames.append(self._session.request(request, (future, now), watcher))
+                except (ZooKeeperError, TypeError, ValueError) as exc:
+                    future.set_exception(exc)
+            if frames:
+                self._write(b"".join(frames))
         return futures
 
     def _send(self, request: object, future: asyncio.Future[Any], watcher: Watcher | None) -> None:
         if _events.sink is not None:
             _events.sink.request(request)
-        now = time.monotonic()
-        try:
-            frame = self._session.request(request, (future, now), watcher)
-        except (ZooKeeperError, TypeError, ValueError) as exc:
-            future.set_exception(exc)
-            return
-        self._last_send = now
-        transport = self._transport
-        assert transport is not None
-        transport.write(frame)
+        with self._send_lock:
+            try:
+                frame = self._session.request(request, (future, time.monotonic()), watcher)
+            except (ZooKeeperError, TypeError, ValueError) as exc:
+                future.set_exception(exc)
+                return
+            self._write(frame)
 
     def _write(self, frame: bytes) -> None:
+        """Write on the loop thread, holding ``_send_lock`` (with the frame's making)."""
         self._last_send = time.monotonic()
         transport = self._transport
         assert transport is not None
+        if self._writing and self._direct_wire is self._wire:
+            self._outbox.append(frame)  # after what the writing caller is sending
+            return
+        if self._rest is not None:
+            self._write_rest(self._wire)  # a caller's partial write ends first
         transport.write(frame)
+
+    # ------------------------------------------------------------ from other threads
+
+    def submit_from_thread(
+        self, requests: Sequence[object], tokens: Sequence[Any], watcher: Watcher | None
+    ) -> bool:
+        """Send ``requests`` from the calling thread, in one write; False: use the loop.
+
+        The sync client's hot path: no hand-off to the loop thread per request. Each
+        token needs ``done()``, ``set_result()`` and ``set_exception()`` like a future
+        (the loop thread answers it, or fails it when the connection drops, exactly as
+        it does futures). Only on an established plain-TCP connection with nothing
+        queued or buffered before it; otherwise nothing is sent and the caller goes
+        through the loop (``submit``), which keeps every other case as it was.
+        """
+        with self._send_lock:
+            sock = self._direct
+            transport = self._transport
+            if (
+                sock is None
+                or transport is None
+                or self._closing
+                or self._queue
+                or self._rest is not None
+                or not self._session.connected
+                or transport.get_write_buffer_size()
+            ):
+                return False
+            wire = self._wire
+            try:
+                now = time.monotonic()
+                sink = _events.sink
+                frames: list[bytes] = []
+                for request, token in zip(requests, tokens, strict=True):
+                    if sink is not None:
+                        sink.request(request)
+                    try:
+                        frames.append(self._session.request(request, (token, now), watcher))
+                    except (ZooKeeperError, TypeError, ValueError) as exc:
+                        token.set_exception(exc)
+                if not frames:
+                    return True
+                self._last_send = now
+                if self._writing:
+                    self._outbox.extend(frames)
+                    return True  # the writing caller sends ours after its own
+                self._writing = True
+            except BaseException:
+                self._broken_write(wire, writer=False)
+                raise
+        try:
+            self._send_outbox(sock, b"".join(frames) if len(frames) > 1 else frames[0], wire)
+        except BaseException:
+            self._broken_write(wire, writer=True)
+            raise
+        return True
+
+    def _broken_write(self, wire: _Wire | None, *, writer: bool) -> None:
+        """Something (Ctrl-C, in the main thread) interrupted a caller between numbering
+        its requests and sending them: the stream may be torn, so the connection is
+        dropped and every request in flight fails as on any drop."""
+        if writer:
+            with self._send_lock:
+                self._outbox.clear()
+                self._stop_writing()
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nothing to drop
+            self._loop_or_running().call_soon_threadsafe(self._abort_direct, wire)
+
+    def _send_outbox(self, sock: socket.socket, data: bytes, wire: _Wire | None) -> None:
+        """As the writing caller: send ``data``, then what the outbox gathered meanwhile,
+        until it is empty; outside the lock, so other callers only add to the outbox."""
+        while True:
+            try:
+                sent = sock.send(data)
+            except (BlockingIOError, InterruptedError):
+                sent = 0
+            except OSError as exc:
+                # The connection is broken: the loop drops it, and the requests in
+                # flight (these too) fail with ConnectionLossError, as if sent.
+                log.debug("direct send failed: %r", exc)
+                with self._send_lock:
+                    self._outbox.clear()
+                    self._stop_writing()
+                self._loop_or_running().call_soon_threadsafe(self._abort_direct, wire)
+                return
+            with self._send_lock:
+                if sent < len(data):  # the socket buffer is full: the loop writes the rest
+                    if self._direct is sock:
+                        self._rest = data[sent:] + b"".join(self._outbox)
+                        self._loop_or_running().call_soon_threadsafe(self._write_rest, wire)
+                    self._outbox.clear()
+                    self._stop_writing()
+                    return
+                outbox = self._outbox
+                if not outbox or self._direct is None:
+                    outbox.clear()  # stopped: those requests fail with the connection
+                    self._stop_writing()
+                    return
+                sock = self._direct
+                data = b"".join(outbox) if len(outbox) > 1 else outbox[0]
+                outbox.clear()
+                wire = self._wire
+
+    def _stop_writing(self) -> None:
+        """Holding ``_send_lock``: no caller writes now; close a socket stopped meanwhile."""
+        self._writing = False
+        retired, self._retired = self._retired, []
+        for sock in retired:
+            sock.close()
+
+    def _write_rest(self, wire: _Wire | None) -> None:
+        """On the loop: the rest of a caller's partial write, unless written already (the
+        loop's next write sends it first) or its connection is gone."""
+        with self._send_lock:
+            rest, self._rest = self._rest, None
+            transport = self._transport
+            if rest is not None and wire is not None and wire is self._wire and transport:
+                self._last_send = time.monotonic()
+                transport.write(rest)
+
+    def _abort_direct(self, wire: _Wire | None) -> None:
+        if wire is not None and wire is self._wire:
+            wire.abort()
+
+    def _start_direct(self, wire: _Wire) -> None:
+        """Let callers' threads write to ``wire`` (plain TCP only: a TLS object is not
+        safe to write from one thread while another reads). A duplicate of the socket:
+        closed under ``_send_lock`` before the transport's own, so a thread never writes
+        to a descriptor number the loop has closed and reused."""
+        if not self.thread_writes or self._ssl is not None or wire.transport is None:
+            return
+        raw = wire.transport.get_extra_info("socket")
+        if raw is None:
+            return
+        direct = socket.socket(fileno=os.dup(raw.fileno()))
+        with self._send_lock:
+            self._stop_direct_locked()
+            self._direct, self._direct_wire = direct, wire
+
+    def _stop_direct(self, wire: _Wire) -> None:
+        with self._send_lock:
+            if self._direct_wire is wire:
+                self._stop_direct_locked()
+
+    def _stop_direct_locked(self) -> None:
+        direct, self._direct, self._direct_wire = self._direct, None, None
+        self._rest = None
+        self._outbox.clear()
+        if direct is None:
+            return
+        if self._writing:  # a caller may be in its send: it closes the socket after
+            self._retired.append(direct)
+        else:
+            direct.close()
 
     # ------------------------------------------------------------ incoming bytes
 
@@ -617,7 +803,8 @@ class Connection:
         for request, root in requests:
             future: asyncio.Future[Any] = loop.create_future()
             futures.append(future)
-            self._write(self._session.request(request, (future, now), None, chroot=root))
+            with self._send_lock:
+                self._write(self._session.request(request, (future, now), None, chroot=root))
         # Until every answer, a dropped connection or the start deadline.
         answered = asyncio.gather(*futures, return_exceptions=True)
         await asyncio.wait(
@@ -647,7 +834,10 @@ class Connection:
         self._wire = None
         self._transport = None
         self._cancel_timer()
-        self._fail(self._session.disconnect(), ConnectionLossError("the connection dropped"))
+        self._stop_direct(wire)
+        with self._send_lock:
+            in_flight = self._session.disconnect()
+        self._fail(in_flight, ConnectionLossError("the connection dropped"))
         self._set_state(SessionState.SUSPENDED)
 
     def _expired(self, session_id: int, watchers: list[tuple[str, Any]]) -> None:
@@ -729,7 +919,8 @@ class Connection:
         assert wire is not None and self._started is not None
         probe: asyncio.Future[Any] = self._loop_or_running().create_future()
         probe.add_done_callback(lambda done: done.cancelled() or done.exception())
-        self._write(self._session.ping((probe, time.monotonic())))
+        with self._send_lock:
+            self._write(self._session.ping((probe, time.monotonic())))
         # A drop for another reason ends the wait too; the supervisor then reconnects.
         await asyncio.wait((probe, wire.lost), return_when=asyncio.FIRST_COMPLETED)
         return not self._started.done()
@@ -749,7 +940,10 @@ class Connection:
         """After AUTH_FAILED the server ends the session: fail what is in flight, hang up
         (close() then has no closeSession to send)."""
         refused = AuthFailedError("the server refused our credentials")
-        self._fail(self._session.disconnect(), refused)
+        self._stop_direct(wire)
+        with self._send_lock:
+            in_flight = self._session.disconnect()
+        self._fail(in_flight, refused)
         if wire is self._wire:
             self._wire = None
             self._transport = None
@@ -843,7 +1037,8 @@ class Connection:
         sent = time.monotonic()
         await loop.create_connection(lambda: wire, host, port, ssl=self._ssl)
         assert wire.transport is not None
-        wire.transport.write(self._session.connect())
+        with self._send_lock:
+            wire.transport.write(self._session.connect())
         self._last_send = sent
         event = await wire.handshake
         if isinstance(event, Established):
@@ -864,13 +1059,15 @@ class Connection:
         self._set_intervals(timeout)
         now = time.monotonic()
         self._last_recv = now
-        for frame in self._session.restore((None, now)):
-            self._write(frame)
+        with self._send_lock:
+            for frame in self._session.restore((None, now)):
+                self._write(frame)
         queue = self._queue
         while queue:
             request, future, watcher = queue.popleft()
             if not future.done():
                 self._send(request, future, watcher)
+        self._start_direct(wire)
         self._arm_timer()
         log.info(
             "session %#x %s on %s (timeout %.3f s)",
@@ -916,7 +1113,8 @@ class Connection:
             wire.abort()
             return
         if now - self._last_send >= self._ping_interval:
-            self._write(self._session.ping((None, now)))
+            with self._send_lock:
+                self._write(self._session.ping((None, now)))
         self._arm_timer()
 
     # ------------------------------------------------------------ conveniences
@@ -986,5 +1184,6 @@ class Connection:
                 self._session.auth.append((scheme, credential))
             return
         future: asyncio.Future[Any] = loop.create_future()
-        self._write(self._session.add_auth(scheme, credential, (future, time.monotonic())))
+        with self._send_lock:
+            self._write(self._session.add_auth(scheme, credential, (future, time.monotonic())))
         await future
