@@ -44,9 +44,7 @@ class Layout:
 
 
 ZKLOCKS = Layout("zklocks", _dialects.ZKLOCKS, _strategies.ZKLOCKS_RULES, one_node_lock=True)
-CURATOR = Layout(
-    "curator", _dialects.CURATOR, _strategies.CURATOR_RULES, two_stage_semaphore=True
-)
+CURATOR = Layout("curator", _dialects.CURATOR, _strategies.CURATOR_RULES, two_stage_semaphore=True)
 KAZOO = Layout("kazoo", _dialects.KAZOO, _strategies.KAZOO_RULES, container_parents=False)
 LAYOUTS: dict[str, Layout] = {layout.name: layout for layout in (ZKLOCKS, CURATOR, KAZOO)}
 NAMES = tuple(LAYOUTS)
