@@ -123,3 +123,25 @@ def step_through(stages: list[tuple[list[Any], list[Any]]]) -> None:
             assert not c.holds(0.3), f"{c.label} holds while {[h.label for h in holders]} do"
         for c in holders:
             c.release()
+
+
+def add_one(kazoo: Any, counter: str) -> None:
+    """The non-atomic update the lock must protect: read, pause, write + 1."""
+    value = int(kazoo.get(counter)[0] or b"0")
+    time.sleep(0.002)  # widen the window between read and write
+    kazoo.set(counter, str(value + 1).encode())
+
+
+def step_through_rw_timeline(line: list[Any]) -> None:
+    """R1 R2 R3 W4 W5 R6 W7, queued in that order: the three readers share, each writer
+    holds alone, R6 waits for W5 and W7 for R6."""
+    r1, r2, r3, w4, w5, r6, w7 = line
+    step_through(
+        [
+            ([r1, r2, r3], [w4, w5, r6, w7]),
+            ([w4], [w5, r6, w7]),
+            ([w5], [r6, w7]),
+            ([r6], [w7]),
+            ([w7], []),
+        ]
+    )

@@ -11,7 +11,6 @@ import json
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -21,8 +20,10 @@ from peers_support import (
     WAIT,
     CuratorContender,
     ZkContender,
+    add_one,
     enqueue,
     step_through,
+    step_through_rw_timeline,
     wait_for_children,
 )
 
@@ -30,13 +31,6 @@ import zklocks
 from zklocks.server import ZooKeeperServer
 
 Workers = Callable[..., CuratorWorker]
-
-
-def add_one(kazoo: Any, counter: str) -> None:
-    """The non-atomic update the lock must protect: read, pause, write + 1."""
-    value = int(kazoo.get(counter)[0] or b"0")
-    time.sleep(0.002)  # widen the window between read and write
-    kazoo.set(counter, str(value + 1).encode())
 
 
 def test_a_shared_counter_stays_exact_under_curator_and_zklocks_mutexes(
@@ -142,16 +136,7 @@ def test_read_write_timeline_with_kinds_alternating_between_clients(
             java.read_write_lock(f"rw{place}", path)
             line.append(CuratorContender(java, f"rw{place}.{side}"))
     enqueue(kazoo, path, line)
-    r1, r2, r3, w4, w5, r6, w7 = line
-    step_through(
-        [
-            ([r1, r2, r3], [w4, w5, r6, w7]),
-            ([w4], [w5, r6, w7]),
-            ([w5], [r6, w7]),
-            ([r6], [w7]),
-            ([w7], []),
-        ]
-    )
+    step_through_rw_timeline(line)
     assert kazoo.get_children(path) == []
 
 

@@ -9,20 +9,21 @@ import logging
 import subprocess
 import sys
 import threading
-import time
 from typing import Any
 
 import pytest
-from peers_support import WAIT, KazooContender, ZkContender, enqueue, step_through
+from peers_support import (
+    WAIT,
+    KazooContender,
+    ZkContender,
+    add_one,
+    enqueue,
+    step_through,
+    step_through_rw_timeline,
+)
 
 import zklocks
 from zklocks.server import ZooKeeperServer
-
-
-def add_one(kazoo: Any, counter: str) -> None:
-    value = int(kazoo.get(counter)[0] or b"0")
-    time.sleep(0.002)  # widen the window between read and write
-    kazoo.set(counter, str(value + 1).encode())
 
 
 def test_a_shared_counter_stays_exact_under_kazoo_and_zklocks_locks(
@@ -129,16 +130,7 @@ def test_read_write_timeline_with_kinds_alternating_between_clients(
             recipe = kazoo.ReadLock if side == "read" else kazoo.WriteLock
             line.append(KazooContender(recipe(path, f"{kind}{place}"), f"{kind}{place}"))
     enqueue(kazoo, path, line)
-    r1, r2, r3, w4, w5, r6, w7 = line
-    step_through(
-        [
-            ([r1, r2, r3], [w4, w5, r6, w7]),
-            ([w4], [w5, r6, w7]),
-            ([w5], [r6, w7]),
-            ([r6], [w7]),
-            ([w7], []),
-        ]
-    )
+    step_through_rw_timeline(line)
     assert kazoo.get_children(path) == []
 
 
