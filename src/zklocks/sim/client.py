@@ -322,20 +322,7 @@ class SimClient:
                 continue
             holding = self.grant(spec, acquired)
             yield Sleep(sim.now + cycle.hold)
-            sim.checker.before_release(self, holding)
-            self.holding = None
-            owner = 0 if holding.lease.lost else holding.lease.owner  # as Lock._give_up
-            holding.lease._end()  # a later loss is no longer news
-            if sim.trace is not None:
-                sim.note(self, f"releases {short(holding.node)}")
-            try:
-                yield from self.drive(_flow.release(holding.node, holding.token, owner))
-            except Exception as exc:
-                if isinstance(exc, Violation):
-                    raise
-                raise Violation(f"{self}: release of {holding.node} raised {exc!r}") from exc
-            if (holding.node, holding.token) in sim.force_deleted:
-                sim.after_release_of_deleted(holding)
+            yield from self.give_up(holding)
 
     def multi_program(self) -> Generator[Action, Any, None]:
         """What ``MultiLock`` does: take the locks in the global order under one deadline;
@@ -365,7 +352,7 @@ class SimClient:
         else:
             self.others.remove(holding)
         owner = 0 if holding.lease.lost else holding.lease.owner  # as Lock._give_up
-        holding.lease._end()
+        holding.lease._end()  # a later loss is no longer news
         if sim.trace is not None:
             sim.note(self, f"releases {short(holding.node)}")
         try:
