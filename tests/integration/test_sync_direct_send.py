@@ -51,7 +51,7 @@ def base(kazoo: KazooClient) -> str:
 
 @pytest.fixture
 def loop_thread() -> Iterator[asyncio.AbstractEventLoop]:
-    """An event loop on a thread of its own, for the test's proxy."""
+    """An event loop on a thread of its own (a test's proxy, or timers under test)."""
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, daemon=True)
     thread.start()
@@ -172,36 +172,30 @@ def test_a_write_bigger_than_the_socket_buffer_is_finished_before_any_other(
     assert len(kazoo.get_children(base)) == 14
 
 
-def test_timers_run_in_due_order_and_a_cancelled_one_never_runs() -> None:
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-    try:
-        timers = _Timers(loop)
-        ran: list[str] = []
-        last = threading.Event()
+def test_timers_run_in_due_order_and_a_cancelled_one_never_runs(
+    loop_thread: asyncio.AbstractEventLoop,
+) -> None:
+    timers = _Timers(loop_thread)
+    ran: list[str] = []
+    last = threading.Event()
 
-        def note(name: str, done: bool = False) -> Any:
-            def fn() -> None:
-                assert threading.current_thread() is thread
-                ran.append(name)
-                if done:
-                    last.set()
+    def note(name: str, done: bool = False) -> Any:
+        def fn() -> None:
+            assert asyncio.get_running_loop() is loop_thread  # on the loop's thread
+            ran.append(name)
+            if done:
+                last.set()
 
-            return fn
+        return fn
 
-        timers.add(0.3, note("late", done=True))
-        cancel = timers.add(0.1, note("cancelled"))
-        # Earlier than the armed timer: the loop must be woken to re-arm for it.
-        timers.add(0.05, note("early"))
-        timers.add(0.2, note("middle"))
-        cancel()
-        assert last.wait(WAIT)
-        assert ran == ["early", "middle", "late"]
-    finally:
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join()
-        loop.close()
+    timers.add(0.3, note("late", done=True))
+    cancel = timers.add(0.1, note("cancelled"))
+    # Earlier than the armed timer: the loop must be woken to re-arm for it.
+    timers.add(0.05, note("early"))
+    timers.add(0.2, note("middle"))
+    cancel()
+    assert last.wait(WAIT)
+    assert ran == ["early", "middle", "late"]
 
 
 def test_calls_from_many_threads_each_get_their_own_replies(
