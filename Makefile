@@ -3,18 +3,29 @@
 #
 #   make demo    the package (no extras) + Java and ZooKeeper
 #   make test    + the dev and docs extras; + the bench extras and redis-server, because
-#                the suite smoke-runs `make bench` (tests/integration/test_bench_smoke.py)
+#                the suite smoke-runs `make bench` (tests/integration/test_bench_smoke.py);
+#                + PostgreSQL and redis-server for the fencing tests, which start
+#                throwaway servers of their own (tests/fence_servers.py)
 #   make bench   + the bench extras, redis-server, and Curator with a JDK (the Java row)
 #   make docs    + the docs extras; builds the site with --strict into site/
+#   make nemesis + the bench extras (matplotlib): a long nemesis run by hand, not in CI
+#
+#   make fresh-test   the README's two commands on a fresh Debian 12, as a new user runs
+#                them: a debootstrap chroot (from the mirror apt uses here), a clean clone
+#                of the repository, `make demo` then `make test` with SIGINT ignored (as
+#                under `nohup make test &` or some CI runners). Needs root; 20+ minutes;
+#                not part of CI. Options in scripts/fresh-test.sh (PYTEST_ADDOPTS='-k X'
+#                runs only some tests, FRESH_WORKTREE=1 includes uncommitted changes).
 VENV ?= .venv
 PYTHON ?= python3
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test lint docs bench clean
+.PHONY: setup demo test lint docs bench nemesis clean fresh-test soak
 
 # Java + ZooKeeper (the library, tests, demo); redis-server for the benchmarks' Redis row
-# (Debian starts it as a daemon, so only the commands that need it install it). Both are
+# and, with PostgreSQL, for the fencing tests (Debian starts both as daemons, so only the
+# commands that need them install them; the tests start servers of their own). All are
 # installed with apt-get only when missing.
 SYSTEM_DEPS := scripts/ensure-system-deps.sh
 
@@ -51,9 +62,11 @@ demo: $(STAMP)-demo
 lint: $(STAMP)-dev
 	$(BIN)/ruff check .
 	$(BIN)/mypy --strict src
+	$(BIN)/mypy --strict nemesis
 	$(BIN)/lint-imports
 
 test: lint docs $(STAMP)-bench
+	@$(SYSTEM_DEPS) postgresql redis-server
 	$(BIN)/pytest
 
 # Material prints an end-of-life notice about MkDocs itself on every build, not about our
@@ -63,6 +76,31 @@ docs: $(STAMP)-docs
 
 bench: $(STAMP)-bench
 	$(BIN)/python -m benchmarks.run --out benchmarks/results
+
+fresh-test:
+	scripts/fresh-test.sh
+
+# The soaks pytest deselects by default (marker `soak`): the churn soak, and healthy
+# leases held on a healthy ensemble for ZKLOCKS_SOAK_MINUTES (default 10) that must
+# never be marked lost (tests/integration/test_ensemble_lease_health.py).
+soak: $(STAMP)-dev
+	$(BIN)/pytest -m soak
+
+# A long run on a real ensemble behind proxies, faults all along (nemesis/, see
+# docs/architecture.md): exit 1 if the checker found a violation; report, timeline and
+# history in NEMESIS_OUT. Not part of `make test` (tests/nemesis runs a short one).
+# e.g. make nemesis NEMESIS_WORKLOAD=rwlock NEMESIS_MINUTES=60 NEMESIS_TIMING=tight
+NEMESIS_MINUTES ?= 20
+NEMESIS_MEMBERS ?= 5
+NEMESIS_WORKLOAD ?= guarded-set
+NEMESIS_TIMING ?= sample
+NEMESIS_OUT ?= nemesis/results
+NEMESIS_SEED ?=
+
+nemesis: $(STAMP)-dev $(STAMP)-bench
+	$(BIN)/python -m nemesis run --minutes $(NEMESIS_MINUTES) --members $(NEMESIS_MEMBERS) \
+		--workload $(NEMESIS_WORKLOAD) --timing $(NEMESIS_TIMING) --out $(NEMESIS_OUT) \
+		$(if $(NEMESIS_SEED),--seed $(NEMESIS_SEED))
 
 clean:
 	rm -rf $(VENV) site .pytest_cache .mypy_cache .ruff_cache .hypothesis

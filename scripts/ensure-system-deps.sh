@@ -2,6 +2,8 @@
 # Install what zklocks needs from the system when it is missing: Java and Apache
 # ZooKeeper (Debian's `zookeeper` package), and python3-venv. Does nothing when all are
 # there, or when ZOOKEEPER_HOME points at an unpacked ZooKeeper and java is on PATH.
+# Arguments name further packages, each needed when its command is missing (redis-server);
+# `postgresql` (the fencing tests) is there when /usr/lib/postgresql/*/bin/initdb is.
 set -euo pipefail
 
 need=()
@@ -15,6 +17,11 @@ if ! python3 -c 'import ensurepip, venv' >/dev/null 2>&1; then
     need+=(python3-venv)
 fi
 for extra in "$@"; do
+    if [ "$extra" = postgresql ]; then
+        # its commands are not on PATH: Debian keeps them per version
+        compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || need+=(postgresql)
+        continue
+    fi
     command -v "$extra" >/dev/null 2>&1 || need+=("$extra")
 done
 [ ${#need[@]} -eq 0 ] && exit 0

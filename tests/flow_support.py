@@ -7,7 +7,7 @@ from collections.abc import Generator
 from typing import Any
 
 from zklocks._core.flow import AcquireSpec
-from zklocks._core.ops import TIMED_OUT, Created, NodeData, Pipeline, Stat, Wait
+from zklocks._core.ops import TIMED_OUT, Created, NodeData, Pipeline, Stat, Wait, inline_cleanups
 from zklocks._core.steps import Gone
 from zklocks._protocol.errors import ClientClosedError, SessionExpiredError
 from zklocks._vocabulary import WatchEvent, WatchKind
@@ -37,11 +37,12 @@ def created(name: str, czxid: int = 100) -> Created:
 
 
 class Stepper:
-    """Feeds replies to a flow and checks each operation it yields."""
+    """Feeds replies to a flow and checks each operation it yields; a ``Cleanup``'s
+    steps come one by one, in its place, as the simulator runs them."""
 
     def __init__(self, flow: Generator[Any, Any, Any]) -> None:
-        self.flow = flow
-        self.op: Any = next(flow)
+        self.flow = inline_cleanups(flow)
+        self.op: Any = next(self.flow)
         self.result: Any = None
         self.done = False
 

@@ -3,11 +3,45 @@
 from __future__ import annotations
 
 import contextlib
+import signal
 import socket
 import struct
+import sys
 import threading
 from collections.abc import Iterator
 from typing import Any
+
+
+@contextlib.contextmanager
+def ctrl_c_restored() -> Iterator[None]:
+    """Inside the block, SIGINT raises ``KeyboardInterrupt`` here, and a child started
+    here starts with SIGINT at its default (a Python child then raises it too), whatever
+    this run was started with.
+
+    ``nohup make test &``, a script's ``&`` and some CI runners start the run with SIGINT
+    ignored: Python then installs no handler, and children inherit the ``SIG_IGN``
+    across exec (a handler is reset to the default by exec; "ignored" is kept). A test
+    that sends SIGINT sets up the disposition it relies on with this. Main thread only.
+    """
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+_IGNORING = """\
+import os, signal, sys
+for number in sys.argv[1].split(","):
+    signal.signal(int(number), signal.SIG_IGN)
+os.execv(sys.argv[2], sys.argv[2:])
+"""
+
+
+def ignoring(*signals: int) -> list[str]:
+    """An argv prefix that starts the rest with ``signals`` ignored, as ``nohup``
+    (SIGHUP), a script's ``&`` (SIGINT, SIGQUIT) or some CI runners start a command."""
+    return [sys.executable, "-c", _IGNORING, ",".join(str(int(sig)) for sig in signals)]
 
 
 def session_credentials(client: Any) -> tuple[int, bytes]:

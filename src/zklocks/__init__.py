@@ -19,6 +19,7 @@ import logging as _logging
 from zklocks._asyncio.client import AsyncClient
 from zklocks._asyncio.election import AsyncElection, AsyncMultiLock
 from zklocks._asyncio.locks import AsyncLock, AsyncReadWriteLock
+from zklocks._asyncio.transaction import AsyncTransaction
 from zklocks._core.contenders import Contender
 from zklocks._core.errors import (
     AccessDenied,
@@ -31,13 +32,16 @@ from zklocks._core.errors import (
     LockLost,
     LockTimeout,
     NotHeld,
+    TransactionFailed,
 )
 from zklocks._core.events import ConnectionState
 from zklocks._core.lease import AsyncLease, Lease
 from zklocks._core.security import ACL
+from zklocks._exclusive import exclusive
 from zklocks._sync.client import Client
 from zklocks._sync.election import Election, MultiLock
 from zklocks._sync.locks import Lock, ReadWriteLock
+from zklocks._sync.transaction import Transaction
 
 __version__ = "0.1.0"
 
@@ -55,6 +59,7 @@ __all__ = [
     "AsyncLock",
     "AsyncMultiLock",
     "AsyncReadWriteLock",
+    "AsyncTransaction",
     "Client",
     "ClientClosed",
     "ConnectionFailed",
@@ -71,5 +76,8 @@ __all__ = [
     "MultiLock",
     "NotHeld",
     "ReadWriteLock",
+    "Transaction",
+    "TransactionFailed",
     "__version__",
+    "exclusive",
 ]

@@ -18,6 +18,7 @@ from lockkinds import EXCLUSIVE, KINDS, QUEUED_EXCLUSIVE, blocker_kind
 
 import zklocks
 from conftest import Backend
+from helpers import ctrl_c_restored
 
 ALL = list(KINDS)
 
@@ -475,9 +476,10 @@ def test_ctrl_c_while_waiting_deletes_our_node(
         assert probe.waiting_event(me).wait(10)
         os.kill(os.getpid(), signal.SIGINT)
 
-    start_thread(interrupt_once_waiting, "interrupter")
-    with pytest.raises(KeyboardInterrupt):
-        lock.acquire(timeout=30)
+    with ctrl_c_restored():  # the run may have been started with SIGINT ignored
+        start_thread(interrupt_once_waiting, "interrupter")
+        with pytest.raises(KeyboardInterrupt):
+            lock.acquire(timeout=30)
     assert [c.node for c in lock.contenders()] == [held.node]
     assert not lock.held
     holder.release()

@@ -3,7 +3,8 @@
 ``--read --write`` is a usage error; ``-c`` runs through ``sh -c`` (flock); no command
 holds the lock until Ctrl-C (etcdctl); a second Ctrl-C at a terminal escalates;
 ``zklocks server`` on a busy port says what to do; ``python -m zklocks``; bad option
-values are usage errors naming the rule, never a traceback.
+values (bytes that are not UTF-8 included) are usage errors naming the rule, never a
+traceback.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import socket
 import subprocess
 import sys
 import uuid
+from pathlib import Path
 
 import pytest
 from kazoo.client import KazooClient
@@ -199,3 +201,88 @@ def test_no_command_exits_76_when_the_lock_is_lost(fresh_zk_server: ZooKeeperSer
     status, _, err = finish(holder)
     assert status == 76, err
     assert f"lost the lock on {path}" in err
+
+
+# Bytes that are not UTF-8, as a Latin-1 terminal or a file name from one sends them.
+NOT_UTF8 = b"caf\xe9"
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "option", "rule"),
+    [
+        ([b"run", b"/x", b"--identifier", NOT_UTF8, b"--", b"true"], {}, "'--identifier'",
+         r"'caf\xe9' is not UTF-8 text"),
+        ([b"elect", b"/x", b"--identifier", NOT_UTF8, b"--", b"true"], {}, "'--identifier'",
+         r"'caf\xe9' is not UTF-8 text"),
+        ([b"run", b"/x", b"--identifier", b"a\x01b", b"--", b"true"], {}, "'--identifier'",
+         "identifier must be printable text of at most 1024 characters"),
+        ([b"run", b"/locks/" + NOT_UTF8, b"--", b"true"], {}, "'PATH'",
+         r"'/locks/caf\xe9' is not UTF-8 text"),
+        ([b"status", b"/locks/" + NOT_UTF8], {}, "'PATH'", r"'/locks/caf\xe9' is not UTF-8 text"),
+        ([b"leader", b"/locks/" + NOT_UTF8], {}, "'PATH'", r"'/locks/caf\xe9' is not UTF-8 text"),
+        ([b"ls", b"/locks/" + NOT_UTF8], {}, "'[ROOT]'", r"'/locks/caf\xe9' is not UTF-8 text"),
+        ([b"run", b"/x", b"--auth", b"digest:me:" + NOT_UTF8, b"--", b"true"], {}, "'--auth'",
+         "the value (not shown here) is not UTF-8 text"),
+        ([b"status", b"/x"], {b"ZKLOCKS_AUTH": b"digest:me:" + NOT_UTF8}, "'--auth'",
+         "the value (not shown here) is not UTF-8 text"),
+        ([b"ls"], {b"ZKLOCKS_HOSTS": b"127.0.0.1:2181/" + NOT_UTF8}, "'--hosts'",
+         r"'127.0.0.1:2181/caf\xe9' is not UTF-8 text"),
+        ([b"server", b"--data-dir", b"/tmp/" + NOT_UTF8], {}, "'--data-dir'",
+         r"'/tmp/caf\xe9' is not UTF-8 text, and ZooKeeper reads the directory's name from "
+         "its configuration file"),
+    ],
+    ids=["run-identifier", "elect-identifier", "unprintable-identifier", "run-path",
+         "status-path", "leader-path", "ls-root", "auth", "auth-env", "hosts-env",
+         "server-data-dir"],
+)  # fmt: skip
+def test_text_that_is_not_utf8_is_a_usage_error_on_one_line(
+    zk_server: ZooKeeperServer, args: list[bytes], env: dict[bytes, bytes], option: str, rule: str
+) -> None:
+    """Bytes that are not UTF-8 where zklocks needs text (it sends it to ZooKeeper) are a
+    usage error naming the option, never a traceback, wherever they come from."""
+    environment = {**os.environb, b"ZKLOCKS_HOSTS": zk_server.hosts.encode(), **env}
+    result = subprocess.run(
+        [ZKLOCKS.encode(), *args], capture_output=True, env=environment, timeout=60
+    )
+    err = result.stderr.decode(errors="replace")
+    assert result.returncode == 2, err
+    assert "Traceback" not in err
+    (error,) = [line for line in err.splitlines() if line.startswith("Error:")]
+    assert f"Invalid value for {option}" in error
+    assert error.endswith(rule)  # the whole message is this one line
+    assert "me:" not in err  # a credential is never echoed
+    assert result.stdout == b""
+
+
+def test_an_auth_file_that_is_not_utf8_is_a_usage_error(
+    zk_server: ZooKeeperServer, tmp_path: Path
+) -> None:
+    auth_file = tmp_path / "auth"
+    auth_file.write_bytes(b"digest:me:" + NOT_UTF8 + b"\n")
+    result = subprocess.run(
+        [ZKLOCKS, "status", "/x", "--hosts", zk_server.hosts, "--auth-file", str(auth_file)],
+        capture_output=True,
+        text=True,
+        errors="replace",
+        timeout=60,
+    )
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    assert f"Error: Invalid value: {auth_file} is not UTF-8 text" in result.stderr
+    assert "me:" not in result.stderr
+
+
+def test_a_command_and_its_arguments_may_hold_any_bytes(
+    zk_server: ZooKeeperServer, kazoo: KazooClient, path: str
+) -> None:
+    """A command goes to the operating system as typed: file names need not be UTF-8."""
+    for command in ([b"--", b"printf", b"%s", NOT_UTF8], [b"-c", b"printf %s " + NOT_UTF8]):
+        result = subprocess.run(
+            [ZKLOCKS.encode(), b"run", path.encode(), b"--hosts", zk_server.hosts.encode(),
+             *command],
+            capture_output=True,
+            timeout=60,
+        )  # fmt: skip
+        assert result.returncode == 0, result.stderr
+        assert result.stdout == NOT_UTF8
+    assert children(kazoo, path) == []

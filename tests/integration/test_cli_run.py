@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 from kazoo.client import KazooClient
 
+from helpers import ctrl_c_restored, ignoring
 from zklocks.server import ZooKeeperServer
 
 ZKLOCKS = str(Path(sys.executable).with_name("zklocks"))
@@ -31,15 +32,18 @@ def path() -> str:
 
 
 def zklocks(hosts: str, *args: str, **kwargs: object) -> subprocess.Popen[str]:
+    """``zklocks *args`` started as from a terminal (SIGINT not ignored, whatever this run
+    was started with: the tests send it Ctrl-C)."""
     env = {**os.environ, "ZKLOCKS_HOSTS": hosts}
-    return subprocess.Popen(  # type: ignore[call-overload, no-any-return]
-        [ZKLOCKS, *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-        **kwargs,
-    )
+    with ctrl_c_restored():
+        return subprocess.Popen(  # type: ignore[call-overload, no-any-return]
+            [ZKLOCKS, *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            **kwargs,
+        )
 
 
 def read_line(process: subprocess.Popen[str], timeout: float = 15.0) -> str:
@@ -274,6 +278,75 @@ def test_ctrl_c_while_waiting_leaves_the_queue_and_exits_130(
     assert children(kazoo, path) == []
 
 
+_SHOW_IGNORED = (
+    "import signal, sys\n"
+    "print(*(signal.getsignal(s) == signal.SIG_IGN for s in (signal.SIGINT, signal.SIGHUP)))\n"
+    "sys.stdout.flush()\n"
+    "sys.stdin.read()\n"
+)
+
+
+def started_ignoring_sigint_and_sighup(hosts: str, *args: str) -> subprocess.Popen[str]:
+    """``zklocks *args`` started with SIGINT and SIGHUP ignored (``nohup ... &`` in a script)."""
+    return subprocess.Popen(
+        [*ignoring(signal.SIGINT, signal.SIGHUP), ZKLOCKS, *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "ZKLOCKS_HOSTS": hosts},
+    )
+
+
+def ignored_signals(pid: int) -> set[int]:
+    """The signals process ``pid`` ignores now (SigIgn in /proc/PID/status)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("SigIgn:"):
+            mask = int(line.split()[1], 16)
+            return {number for number in range(1, 65) if mask >> (number - 1) & 1}
+    raise AssertionError(f"no SigIgn line for {pid}")
+
+
+def test_signals_ignored_at_start_stay_ignored_for_us_and_the_command(
+    zk_server: ZooKeeperServer, kazoo: KazooClient, path: str
+) -> None:
+    """Whoever started us with SIGINT or SIGHUP ignored asked that they stop nothing: we
+    neither act on them nor hand the command a default it was not given (as a shell)."""
+    process = started_ignoring_sigint_and_sighup(
+        zk_server.hosts, "run", path, "--", sys.executable, "-c", _SHOW_IGNORED
+    )
+    assert read_line(process) == "True True"  # the command inherited them ignored
+    assert ignored_signals(process.pid) >= {signal.SIGINT, signal.SIGHUP}
+    process.send_signal(signal.SIGHUP)  # a hangup under nohup: nothing happens
+    process.send_signal(signal.SIGINT)
+    process.send_signal(signal.SIGTERM)  # not ignored: forwarded, as always
+    status, _, err = finish(process)
+    assert status == 143, err
+    assert "SIGHUP" not in err and "SIGINT" not in err
+    assert children(kazoo, path) == []
+
+
+def test_signals_ignored_at_start_do_not_take_us_out_of_the_queue(
+    zk_server: ZooKeeperServer, kazoo: KazooClient, path: str
+) -> None:
+    holder = zklocks(
+        zk_server.hosts, "run", path, "--", "sh", "-c", "echo held; cat", stdin=subprocess.PIPE
+    )
+    assert read_line(holder) == "held"
+    waiter = started_ignoring_sigint_and_sighup(zk_server.hosts, "run", path, "--", "true")
+    wait_for_children(kazoo, path, 2)
+    assert ignored_signals(waiter.pid) >= {signal.SIGINT, signal.SIGHUP}
+    waiter.send_signal(signal.SIGHUP)
+    waiter.send_signal(signal.SIGINT)
+    waiter.send_signal(signal.SIGTERM)
+    status, _, err = finish(waiter)
+    assert status == 143, err
+    assert "interrupted (SIGTERM)" in err
+    assert "Exception ignored" not in err and "Traceback" not in err
+    assert finish(holder)[0] == 0
+    assert children(kazoo, path) == []
+
+
 def test_sigterm_while_running_is_forwarded_to_the_whole_group(
     zk_server: ZooKeeperServer, kazoo: KazooClient, path: str
 ) -> None:
@@ -339,6 +412,7 @@ def run_in_terminal(hosts: str, *args: str) -> tuple[int, int]:
     env = {**os.environ, "ZKLOCKS_HOSTS": hosts, "TERM": "dumb"}
     pid, master = pty.fork()
     if pid == 0:  # the child: session leader with the terminal as its controlling tty
+        signal.signal(signal.SIGINT, signal.SIG_DFL)  # as a shell starts a job in front
         os.execve(ZKLOCKS, [ZKLOCKS, *args], env)
     return pid, master
 

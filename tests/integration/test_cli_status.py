@@ -27,6 +27,7 @@ from typing import Any
 import pytest
 from kazoo.client import KazooClient
 
+from helpers import ctrl_c_restored
 from zklocks.server import ZooKeeperServer
 
 ZKLOCKS = str(Path(sys.executable).with_name("zklocks"))
@@ -220,9 +221,10 @@ class Terminal:
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
         env = {**os.environ, "TERM": "xterm-256color", "COLUMNS": str(columns)}
         env.pop("NO_COLOR", None)
-        self.process = subprocess.Popen(
-            args, stdin=slave, stdout=slave, stderr=slave, env=env, start_new_session=True
-        )
+        with ctrl_c_restored():  # close() sends Ctrl-C: not ignored, whatever this run ignores
+            self.process = subprocess.Popen(
+                args, stdin=slave, stdout=slave, stderr=slave, env=env, start_new_session=True
+            )
         os.close(slave)
         self.master = master
         self.output = b""

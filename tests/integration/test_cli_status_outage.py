@@ -19,6 +19,7 @@ from pathlib import Path
 
 from test_cli_status import HOLD, Terminal, read_line
 
+from helpers import ctrl_c_restored
 from zklocks.server import ZooKeeperServer
 
 ZKLOCKS = str(Path(sys.executable).with_name("zklocks"))
@@ -66,12 +67,13 @@ def test_watch_json_says_on_stderr_when_it_loses_and_regains_zookeeper(
 ) -> None:
     path = f"/cli-outage/{uuid.uuid4().hex[:10]}"
     hosts = fresh_zk_server.hosts
-    watch = subprocess.Popen(
-        [ZKLOCKS, "status", path, "--watch", "--json", "--hosts", hosts],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    with ctrl_c_restored():  # it is stopped with Ctrl-C: not ignored, whatever this run ignores
+        watch = subprocess.Popen(
+            [ZKLOCKS, "status", path, "--watch", "--json", "--hosts", hosts],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
     try:
         assert '"holders":[]' in read_line(watch)
         fresh_zk_server.stop()

@@ -18,10 +18,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from nemesis.proxy import Proxy
 
 import zklocks
 from helpers import close_session, expire_session, session_credentials
-from proxy import Proxy
 from zklocks import ConnectionState
 from zklocks.server import ZooKeeperServer
 

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import TypeVar
 
 import pytest
+from nemesis.proxy import Proxy
 
 import zklocks
-from proxy import Proxy
 from tls_support import TLSSetup
 from zklocks._protocol.errors import ConnectionFailedError
 from zklocks._transport.connection import Connection

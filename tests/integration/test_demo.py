@@ -24,6 +24,7 @@ from pathlib import Path
 
 from kazoo.client import KazooClient
 
+from helpers import ctrl_c_restored, ignoring
 from zklocks._cli import demo as demo_module
 from zklocks._cli.demo_crew import Crew, ScenarioFailed
 from zklocks._cli.demo_screen import PlainScreen
@@ -182,12 +183,13 @@ def test_demo_exits_70_when_the_story_does_not_hold(
 def test_demo_ctrl_c_stops_every_worker_and_removes_its_nodes(
     zk_server: ZooKeeperServer,
 ) -> None:
-    process = subprocess.Popen(
-        [ZKLOCKS, "demo", "--hosts", zk_server.hosts, "--scenario", "rw"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    with ctrl_c_restored():  # as from a terminal, even if this run ignores SIGINT
+        process = subprocess.Popen(
+            [ZKLOCKS, "demo", "--hosts", zk_server.hosts, "--scenario", "rw"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
     assert process.stdout is not None
     root = ""
     deadline = time.monotonic() + DEADLINE
@@ -209,3 +211,20 @@ def test_demo_ctrl_c_stops_every_worker_and_removes_its_nodes(
     finally:
         kazoo.stop()
         kazoo.close()
+
+
+def test_the_time_limit_stops_the_demo_even_when_started_with_sigint_ignored(
+    zk_server: ZooKeeperServer,
+) -> None:
+    """A smoke test must not hang CI, and some CI runners start it with SIGINT ignored:
+    the watchdog's own interrupt still lands (an outside Ctrl-C still does nothing)."""
+    result = subprocess.run(
+        [*ignoring(signal.SIGINT), ZKLOCKS, "demo", "--hosts", zk_server.hosts, "--plain",
+         "--time-limit", "1"],
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE,
+    )  # fmt: skip
+    assert result.returncode == 70, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "the demo was still running after 1 s, so it was stopped" in result.stderr
+    assert not demo_workers(zk_server.hosts)

@@ -9,9 +9,9 @@ import time
 from collections.abc import Awaitable, Callable
 
 import pytest
+from nemesis.proxy import Proxy
 
 import zklocks
-from proxy import Proxy
 from zklocks.server import ZooKeeperServer
 
 

@@ -8,9 +8,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
+from nemesis.proxy import Proxy
 
 import zklocks
-from proxy import Proxy
 from zklocks._asyncio import driver
 from zklocks._core.ops import Wait
 from zklocks.server import ZooKeeperServer

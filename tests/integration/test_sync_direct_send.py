@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 from kazoo.client import KazooClient
+from nemesis.proxy import Proxy
 
 import zklocks
-from proxy import Proxy
 from zklocks._core.ops import Create, Created
 from zklocks._sync.native_session import NativeSession, _Timers
 from zklocks._vocabulary import SessionState

@@ -15,9 +15,10 @@ from typing import TypeVar
 
 import pytest
 from kazoo.client import KazooClient
+from nemesis.proxy import Proxy
 
+from broken_server import StrayReplyRelay
 from connection_support import WAIT, States, Watched, until
-from proxy import Proxy
 from zklocks._core import ops as _ops
 from zklocks._protocol.errors import (
     ConnectionLossError,
@@ -497,5 +498,41 @@ def test_what_the_server_does_with_an_oversized_request(
             assert conn.session_id == session
         finally:
             await conn.close()
+
+    run(main())
+
+
+# ---------------------------------------------------------------- a connection dead at birth
+
+
+def test_a_connection_that_dies_at_birth_is_a_drop_and_the_session_resumes(
+    zk_server: ZooKeeperServer, base: str
+) -> None:
+    """Issue 21, item 3: a reply nobody asked for, read with the handshake's answer, kills
+    the connection before it is set up. Setting up the sync client's direct writes then
+    duplicated a closed socket: the EBADF killed the supervisor (no reconnect, ever) and
+    close() raised it. It is a dropped connection like any other."""
+
+    async def main() -> None:
+        async with StrayReplyRelay(zk_server.port) as relay:
+            conn = Connection(relay.hosts, session_timeout=10.0)
+            conn.thread_writes = True  # as the sync client's: callers write to a dup
+            states = States(conn)
+            await conn.start()
+            session = conn.session_id
+            try:
+                await conn.create(base + "/eph", ephemeral=True)
+                relay.stray_next = 1
+                relay.reset()
+                suspended = await states.wait(SessionState.SUSPENDED)
+                born = await states.wait(SessionState.CONNECTED, after=suspended)
+                died = await states.wait(SessionState.SUSPENDED, after=born)
+                await states.wait(SessionState.CONNECTED, after=died)
+                assert relay.strays == 1
+                assert conn.session_id == session  # resumed, as after any drop
+                stat = await conn.exists(base + "/eph")
+                assert stat is not None and stat.ephemeral_owner == session
+            finally:
+                await conn.close()  # raised the supervisor's OSError
 
     run(main())

@@ -2,25 +2,32 @@
 
 A driver sends requests and hands a ``Wait`` the events that fired since the last one,
 or ``TIMED_OUT`` at the deadline; both drivers are run here on a session that answers
-from a table, so the whole wait step goes through each driver's loop.
+from a table, so the whole wait step goes through each driver's loop. A ``Cleanup``
+runs apart from the caller, who waits for it until its deadline only.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import threading
 import time
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Coroutine, Generator, Sequence
+from typing import Any, TypeVar
+
+import pytest
 
 from zklocks._asyncio import driver as async_driver
-from zklocks._core.ops import TIMED_OUT, NodeData, Reply, Request, Stat, Wait
+from zklocks._core.errors import LockError, LockTimeout
+from zklocks._core.ops import TIMED_OUT, Cleanup, Delete, NodeData, Op, Reply, Request, Stat, Wait
 from zklocks._core.steps import Gone, await_deletion
 from zklocks._sync import driver as sync_driver
 from zklocks._vocabulary import SessionFacts, Watcher, WatchEvent, WatchKind
 
 A = "/locks/x/lock-a-0000000001"
 THERE = NodeData(b"", Stat(czxid=1, ephemeral_owner=9))
+GRACE = 0.1  # how long past the call's deadline these tests' cleanups may keep it
+T = TypeVar("T")
 
 
 class TableSession:
@@ -116,5 +123,143 @@ def test_the_asyncio_driver_hands_the_wait_the_event_and_times_out() -> None:
         flow = await_deletion((A,), started + 0.05)
         assert await async_driver.run(flow, AsyncTableSession()) is TIMED_OUT  # type: ignore[arg-type]
         assert time.monotonic() - started >= 0.05
+
+    asyncio.run(asyncio.wait_for(scenario(), 10))
+
+
+# -- Cleanup: apart from the caller, waited for until its deadline --------------------------
+
+
+def deleting(node: str) -> Generator[Op, Any, Reply]:
+    """A cleanup's steps: one delete."""
+    return (yield Delete(node))
+
+
+def refusing() -> Generator[Op, Any, None]:
+    yield Delete(A)
+    raise LockError("refused")
+
+
+def timing_out(steps: Generator[Op, Any, Any], deadline: float) -> Generator[Op, Any, None]:
+    """A flow on its way out: its cleanup, then its error."""
+    yield Cleanup(steps, deadline)
+    raise LockTimeout("timed out")
+
+
+class HeldSession(TableSession):
+    """Answers a delete only once ``answer`` is set: a server that cannot be reached.
+    ``in_background`` runs work on a thread, as ``NativeSession`` does."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.answer = threading.Event()
+        self.deleted: list[str] = []
+        self.apart: list[threading.Thread] = []
+
+    def call(
+        self, requests: Sequence[Request], deadline: float | None, watcher: Watcher | None = None
+    ) -> list[Reply]:
+        assert self.answer.wait(10)
+        self.deleted.extend(r.path for r in requests if isinstance(r, Delete))
+        return [None for _ in requests]
+
+    def in_background(self, work: Callable[[], T]) -> concurrent.futures.Future[T]:
+        done: concurrent.futures.Future[T] = concurrent.futures.Future()
+
+        def apart() -> None:
+            try:
+                done.set_result(work())
+            except BaseException as exc:
+                done.set_exception(exc)
+
+        self.apart.append(threading.Thread(target=apart))
+        self.apart[-1].start()
+        return done
+
+
+def test_the_sync_driver_leaves_a_cleanup_running_at_its_deadline() -> None:
+    session = HeldSession()
+    began = time.monotonic()
+    flow = timing_out(deleting(A), began + GRACE)
+    with pytest.raises(LockTimeout):
+        sync_driver.run(flow, session)  # type: ignore[arg-type]
+    took = time.monotonic() - began
+    assert GRACE - 0.01 <= took < GRACE + 0.5, took  # the whole grace, and no more
+    assert session.deleted == []  # the delete still waits for an answer ...
+    session.answer.set()
+    (apart,) = session.apart
+    apart.join(10)
+    assert not apart.is_alive() and session.deleted == [A]  # ... and gets it, apart
+
+
+def test_the_sync_driver_raises_what_a_cleanup_in_time_raised() -> None:
+    session = HeldSession()
+    session.answer.set()
+    with pytest.raises(LockError, match="refused"):
+        sync_driver.run(timing_out(refusing(), time.monotonic() + 10), session)  # type: ignore[arg-type]
+    assert session.deleted == [A]
+
+
+class AsyncHeldSession:
+    """The asyncio twin of ``HeldSession``: ``in_background`` makes a task."""
+
+    def __init__(self) -> None:
+        self.answer = asyncio.Event()
+        self.deleted: list[str] = []
+        self.apart: list[asyncio.Task[Any]] = []
+        self.started = asyncio.Event()  # a cleanup is running apart
+
+    async def call(
+        self, requests: Sequence[Request], deadline: float | None, watcher: Watcher | None = None
+    ) -> list[Reply]:
+        await asyncio.wait_for(self.answer.wait(), 10)
+        self.deleted.extend(r.path for r in requests if isinstance(r, Delete))
+        return [None for _ in requests]
+
+    def in_background(self, work: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
+        self.apart.append(asyncio.get_running_loop().create_task(work))
+        self.started.set()
+        return self.apart[-1]
+
+
+def test_the_asyncio_driver_leaves_a_cleanup_running_at_its_deadline() -> None:
+    async def scenario() -> None:
+        session = AsyncHeldSession()
+        began = time.monotonic()
+        flow = timing_out(deleting(A), began + GRACE)
+        with pytest.raises(LockTimeout):
+            await async_driver.run(flow, session)  # type: ignore[arg-type]
+        took = time.monotonic() - began
+        assert GRACE - 0.01 <= took < GRACE + 0.5, took
+        (apart,) = session.apart
+        assert not apart.done() and session.deleted == []
+        session.answer.set()
+        await apart
+        assert session.deleted == [A]
+
+        session = AsyncHeldSession()
+        session.answer.set()
+        with pytest.raises(LockError, match="refused"):
+            flow = timing_out(refusing(), time.monotonic() + 10)
+            await async_driver.run(flow, session)  # type: ignore[arg-type]
+        assert session.deleted == [A]
+
+    asyncio.run(asyncio.wait_for(scenario(), 10))
+
+
+def test_a_cancel_while_awaiting_a_cleanup_ends_the_wait_not_the_cleanup() -> None:
+    async def scenario() -> None:
+        session = AsyncHeldSession()
+        flow = timing_out(deleting(A), time.monotonic() + 10)
+        caller = asyncio.create_task(async_driver.run(flow, session))  # type: ignore[arg-type]
+        await session.started.wait()
+        caller.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await caller
+        (apart,) = session.apart
+        assert not apart.done()
+        session.answer.set()
+        await apart
+        assert session.deleted == [A]
 
     asyncio.run(asyncio.wait_for(scenario(), 10))

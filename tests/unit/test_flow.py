@@ -18,9 +18,10 @@ from flow_support import (
 )
 from zklocks._core import nodes as _nodes
 from zklocks._core.errors import InvalidArgument, LockTimeout
-from zklocks._core.flow import Acquired, acquire, release
+from zklocks._core.flow import CLEANUP_GRACE, Acquired, acquire, release
 from zklocks._core.ops import (
     TIMED_OUT,
+    Cleanup,
     Create,
     Created,
     Delete,
@@ -32,6 +33,7 @@ from zklocks._core.ops import (
     SessionId,
     Stat,
     Wait,
+    inline_cleanups,
 )
 from zklocks._core.steps import Gone
 from zklocks._protocol.errors import (
@@ -138,7 +140,7 @@ def test_a_takeover_check_past_the_deadline_times_out_and_deletes_our_node() -> 
 
 
 def test_timeout_deletes_then_raises() -> None:
-    flow = acquire(spec(deadline=5.0))
+    flow = inline_cleanups(acquire(spec(deadline=5.0)))
     next(flow)
     flow.send((created(mine(2)), [theirs(1), mine(2)]))
     assert isinstance(flow.send((PRESENT,)), Wait)  # the watch is set: wait
@@ -148,8 +150,33 @@ def test_timeout_deletes_then_raises() -> None:
         flow.send(None)
 
 
-def test_cleanup_delete_is_retried_after_connection_loss() -> None:
+def test_cleanup_keeps_the_caller_a_grace_past_its_deadline_at_most() -> None:
+    """Issue 21: the way out is one ``Cleanup``; the driver runs its steps apart from the
+    caller, who waits for them ``CLEANUP_GRACE`` past the call's deadline at most."""
     flow = acquire(spec(deadline=5.0))
+    next(flow)
+    flow.send((created(mine(2)), [theirs(1), mine(2)]))
+    flow.send((PRESENT,))
+    cleanup = flow.send(TIMED_OUT)
+    assert isinstance(cleanup, Cleanup) and cleanup.deadline == 5.0 + CLEANUP_GRACE
+    delete = next(cleanup.steps)
+    assert isinstance(delete, Delete) and delete.path == f"{PATH}/{mine(2)}"
+    assert delete.deadline is None  # the steps themselves wait as long as they must
+    with pytest.raises(StopIteration):
+        cleanup.steps.send(None)
+    with pytest.raises(LockTimeout):
+        flow.send(None)  # whatever became of the steps: the caller's error, now
+    # Without a deadline (interrupted, or refused) the caller waits for the end.
+    flow = acquire(spec())
+    next(flow)
+    flow.send((created(mine(2)), [theirs(1), mine(2)]))
+    flow.send((PRESENT,))
+    cleanup = flow.throw(KeyboardInterrupt())
+    assert isinstance(cleanup, Cleanup) and cleanup.deadline is None
+
+
+def test_cleanup_delete_is_retried_after_connection_loss() -> None:
+    flow = inline_cleanups(acquire(spec(deadline=5.0)))
     next(flow)
     flow.send((created(mine(2)), [theirs(1), mine(2)]))
     flow.send((PRESENT,))
@@ -171,7 +198,7 @@ def test_non_blocking_miss_deletes_our_node_and_returns_none() -> None:
 def test_interrupt_while_waiting_deletes_our_node_then_propagates(
     interrupt: BaseException,
 ) -> None:
-    flow = acquire(spec())
+    flow = inline_cleanups(acquire(spec()))
     next(flow)
     watch = flow.send((created(mine(2)), [theirs(1), mine(2)]))
     assert watched(watch) == (f"{PATH}/{theirs(1)}",)
@@ -183,7 +210,7 @@ def test_interrupt_while_waiting_deletes_our_node_then_propagates(
 
 
 def test_interrupt_with_create_in_flight_finds_our_node_by_token() -> None:
-    flow = acquire(spec())
+    flow = inline_cleanups(acquire(spec()))
     assert isinstance(next(flow), Pipeline)
     listing = flow.throw(KeyboardInterrupt())
     assert isinstance(listing, GetChildren)
@@ -245,7 +272,7 @@ def test_our_node_vanishing_from_the_listing_starts_over() -> None:
 
 
 def test_semaphore_refusal_deletes_our_node_and_raises() -> None:
-    flow = acquire(spec(kind="lease", permits=2))
+    flow = inline_cleanups(acquire(spec(kind="lease", permits=2)))
     first = next(flow)
     assert first.requests[0].path == f"{PATH}/lease-2-{ATTEMPT}-"
     other = f"lease-3-{OTHER}-0000000001"
@@ -350,7 +377,7 @@ def test_single_node_release_never_deletes_the_next_holders_node() -> None:
 
 def test_a_second_interrupt_during_cleanup_does_not_leave_the_node() -> None:
     """Found by the simulator (seed 213): cleanup finishes, then the interrupt is raised."""
-    flow = acquire(spec(deadline=5.0))
+    flow = inline_cleanups(acquire(spec(deadline=5.0)))
     next(flow)
     flow.send((created(mine(2)), [theirs(1), mine(2)]))
     flow.send((PRESENT,))

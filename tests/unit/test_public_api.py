@@ -95,7 +95,41 @@ def test_lease_internal_hooks_are_private() -> None:
             "lost_reason",
             "node",
             "owner",
+            "release",
             "suspended",
             "token",
             "wait_lost",
         }, cls
+
+
+def test_transactions_on_both_clients() -> None:
+    ops = {"create", "set_data", "delete", "check", "commit", "guard"}
+    for cls in (zklocks.Transaction, zklocks.AsyncTransaction):
+        assert ops <= set(dir(cls)), cls
+    for cls in (zklocks.Client, zklocks.AsyncClient):
+        assert "transaction" in dir(cls)
+    assert issubclass(zklocks.TransactionFailed, zklocks.LockError)
+
+
+def test_fencing_names_and_its_optional_dependencies_stay_unimported() -> None:
+    import subprocess
+    import sys
+
+    import zklocks.fencing
+
+    assert zklocks.fencing.__all__ == [
+        "AsyncPostgresFence",
+        "AsyncRedisFence",
+        "FencedStore",
+        "PostgresFence",
+        "RedisFence",
+        "StaleToken",
+    ]
+    assert issubclass(zklocks.fencing.StaleToken, zklocks.LockError)
+    # psycopg and redis-py are extras: importing the fences must not need them
+    probe = (
+        "import sys, zklocks, zklocks.fencing; "
+        "print(sorted(m for m in ('psycopg', 'redis') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

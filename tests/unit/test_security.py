@@ -115,3 +115,38 @@ def test_the_simulator_refuses_security_options_it_does_not_model() -> None:
         with pytest.raises(zklocks.InvalidArgument, match="simulator"):
             zklocks.Client("sim", session_factory=make, **kwargs)  # type: ignore[arg-type]
     zklocks.Client("sim", session_factory=make)  # without them: as before
+
+
+def _tls_alert(reason: str) -> ssl.SSLError:
+    """An ``ssl.SSLError`` as the ssl module raises it for an alert from the server, whatever
+    OpenSSL this machine has (the module sets ``reason`` and ``library`` itself)."""
+    error = ssl.SSLError(1, f"[SSL: {reason}] {reason.lower().replace('_', ' ')} (_ssl.c:992)")
+    error.reason = reason
+    error.library = "SSL"
+    return error
+
+
+@pytest.mark.parametrize(
+    "reason",
+    [
+        "TLSV13_ALERT_CERTIFICATE_REQUIRED",  # TLS 1.3: the server names the cause itself
+        "SSLV3_ALERT_BAD_CERTIFICATE",  # TLS 1.2, a JDK that answers bad_certificate
+        # TLS 1.2, Debian 12's ZooKeeper and OpenJDK 17 (Debian's python3, OpenSSL 3.0):
+        # no certificate_required alert in 1.2, so a plain handshake_failure
+        "SSLV3_ALERT_HANDSHAKE_FAILURE",
+    ],
+)
+def test_a_refused_tls_handshake_names_the_missing_client_certificate(reason: str) -> None:
+    message = _security.connect_failure_reason(_tls_alert(reason))
+    assert message is not None
+    assert reason in message
+    assert "client certificate" in message
+    assert "--tls-cert" in message and "load_cert_chain" in message
+
+
+def test_other_tls_failures_say_what_they_are() -> None:
+    plain = _security.connect_failure_reason(_tls_alert("WRONG_VERSION_NUMBER"))
+    assert plain is not None and "plain TCP" in plain
+    other = _security.connect_failure_reason(_tls_alert("TLSV1_ALERT_PROTOCOL_VERSION"))
+    assert other == "TLS handshake failed (TLSV1_ALERT_PROTOCOL_VERSION)"
+    assert _security.connect_failure_reason(ConnectionRefusedError()) is None

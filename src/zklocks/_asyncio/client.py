@@ -11,9 +11,11 @@ from types import TracebackType
 from zklocks._asyncio.election import AsyncElection, AsyncMultiLock
 from zklocks._asyncio.locks import AsyncLock, AsyncReadWriteLock
 from zklocks._asyncio.session import AsyncSession
+from zklocks._asyncio.transaction import AsyncTransaction
 from zklocks._core import events as _events
 from zklocks._core import validate as _validate
 from zklocks._core.errors import ClientClosed, InvalidArgument
+from zklocks._core.events import ConnectionState
 from zklocks._core.flow import Acquired
 from zklocks._core.lease import AsyncLease, LeaseKeeper
 from zklocks._core.nodes import ELECTION_KIND
@@ -21,6 +23,7 @@ from zklocks._core.security import ACL
 from zklocks._frontend.holdings import LockConfig
 from zklocks._frontend.lockmaker import DEFAULT_HOSTS, LockMaker, show_concrete_types
 from zklocks._protocol.errors import ConnectionFailedError
+from zklocks._transport import forks
 from zklocks._transport.adapter import connection_failed
 from zklocks._transport.connection import Connection
 from zklocks._vocabulary import SessionFacts, SessionState
@@ -45,6 +48,8 @@ class AsyncClient(LockMaker[AsyncLock, AsyncReadWriteLock]):
         *,
         session_timeout: float = 10.0,
         connect_timeout: float = 15.0,
+        tick_time: float | None = None,
+        clock_drift: float = 0.01,
         ensemble_lag: float | None = None,
         auth: Sequence[tuple[str, str | bytes]] | None = None,
         acl: str | Sequence[ACL] = "open",
@@ -52,11 +57,21 @@ class AsyncClient(LockMaker[AsyncLock, AsyncReadWriteLock]):
     ) -> None:
         _validate.hosts(hosts)  # a bad connect string fails here, not at start()
         super().__init__(
-            hosts, session_timeout, connect_timeout, ensemble_lag, auth=auth, acl=acl, ssl=ssl
+            hosts,
+            session_timeout,
+            connect_timeout,
+            tick_time=tick_time,
+            clock_drift=clock_drift,
+            ensemble_lag=ensemble_lag,
+            auth=auth,
+            acl=acl,
+            ssl=ssl,
         )
         self._session: AsyncSession | None = None
         self._stopped = False
         self._keeper = LeaseKeeper(self._facts, self._loop_timer)
+        self._starting: Connection | None = None  # the connection start() is making
+        self._forked = False  # inherited by a forked child: refuses every call
 
     def __repr__(self) -> str:
         state = "stopped" if self._stopped else "started" if self._session else "new"
@@ -66,8 +81,11 @@ class AsyncClient(LockMaker[AsyncLock, AsyncReadWriteLock]):
         """Connect and make a session; returns the client.
 
         Raises ``ConnectionFailed`` (a ``TimeoutError``) if no server answers within
-        ``connect_timeout``; ``ClientClosed`` if the client was stopped.
+        ``connect_timeout``; ``ClientClosed`` if the client was stopped, or was started in
+        a process this one was forked from.
         """
+        if self._forked:
+            raise ClientClosed(forks.INHERITED)
         if self._stopped:
             raise ClientClosed("a stopped client cannot be started again; make a new one")
         if self._session is not None:
@@ -76,15 +94,20 @@ class AsyncClient(LockMaker[AsyncLock, AsyncReadWriteLock]):
         connection = Connection(
             self.hosts,
             session_timeout=self._requested_timeout,
-            ensemble_lag=self.ensemble_lag,
+            tick_time=self.lease_timing.tick_time,
+            clock_drift=self.lease_timing.clock_drift,
             ssl=self._ssl,
             auth=self._auth_packets,
         )
         session = AsyncSession(connection)
+        forks.track(self)
+        self._starting = connection
         try:
             await connection.start(self.connect_timeout)
         except ConnectionFailedError as exc:
             raise connection_failed(exc) from exc
+        finally:
+            self._starting = None
         if connection.chroot_exists is False:
             await connection.close()
             raise InvalidArgument(
@@ -101,13 +124,21 @@ class AsyncClient(LockMaker[AsyncLock, AsyncReadWriteLock]):
         return self
 
     async def stop(self) -> None:
-        """Close the session: the server deletes our nodes at once; leases become lost."""
+        """Close the session: the server deletes our nodes at once; leases become lost.
+
+        On a client inherited across fork it only forgets the parent's session: nothing
+        is sent, the parent keeps it.
+        """
+        forks.untrack(self)
         self._stopped = True
+        if self._forked:
+            return
         self._remember_granted_timeout()
         session, self._session = self._session, None
         if session is not None:
             session.closed = True
             await session.connection.close()
+            await session.finish_background()  # cleanups apart from their callers
         self._keeper.mark_all_lost("the client was stopped", "client_stopped")
         self._states.on_session_state(SessionState.CLOSED)
 
@@ -116,7 +147,8 @@ class AsyncClient(LockMaker[AsyncLock, AsyncReadWriteLock]):
         self._states.on_session_state(state)
 
     def __del__(self) -> None:
-        if getattr(self, "_session", None) is not None and not self._stopped:
+        unstopped = getattr(self, "_session", None) is not None and not self._stopped
+        if unstopped and not getattr(self, "_forked", False):  # a child's copy: not ours
             warnings.warn(
                 f"{self!r} was never stopped: its session stays open (and its locks held) "
                 "while its event loop runs; await stop() or use `async with`",
@@ -164,9 +196,32 @@ class AsyncClient(LockMaker[AsyncLock, AsyncReadWriteLock]):
         """Several locks held as one, taken in one global order (no deadlock)."""
         return AsyncMultiLock(locks)
 
+    def transaction(self, *, guard: AsyncLease | None = None) -> AsyncTransaction:
+        """ZooKeeper ops applied all or none, with ``await commit()`` (see
+        ``Client.transaction`` and ``AsyncTransaction``)."""
+        return AsyncTransaction(self._session_or_raise, guard, self._acl)
+
     # -- for the lock classes -----------------------------------------------------------
 
+    def _after_fork_in_child(self) -> None:
+        """(``forks``) In a forked child: refuse every call from now on, the leases read
+        as lost, and the connection (the parent's) lets its sockets go without a byte
+        sent. Attributes only: the event loop is the parent's, and is left alone."""
+        session = self._session
+        connection = session.connection if session is not None else self._starting
+        if connection is None:
+            return  # never started: nothing was inherited, and it may start here
+        self._forked = True
+        if session is not None:
+            session.closed = True
+        self._states.state = ConnectionState.CLOSED
+        self._keeper.disown_all(forks.INHERITED_LEASE)
+        connection.forget_after_fork()
+        forks.keep(connection)
+
     def _session_or_raise(self) -> AsyncSession:
+        if self._forked:
+            raise ClientClosed(forks.INHERITED)
         session = self._session
         if session is None or session.closed:
             word = "stopped" if self._stopped else "not started (await start() or use `async with`)"
@@ -174,6 +229,9 @@ class AsyncClient(LockMaker[AsyncLock, AsyncReadWriteLock]):
         return session
 
     def _session_or_none(self) -> AsyncSession | None:
+        """As ``Client._session_or_none``: None once stopped, ``ClientClosed`` in a fork."""
+        if self._forked:
+            raise ClientClosed(forks.INHERITED)
         session = self._session
         return None if session is None or session.closed else session
 

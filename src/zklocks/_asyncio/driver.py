@@ -9,19 +9,38 @@ Cancellation is first-class. A ``CancelledError`` (from ``task.cancel()``,
 flow deletes our node — found by its attempt token if the cancel hit the create's round
 trip — and re-raises, so the ``CancelledError`` reaches the caller unwrapped. Cleanup
 requests are shielded: a second cancel cannot stop a delete already under way.
+
+A ``Cleanup`` runs as a task of the session's (``in_background``) while the caller
+awaits it until its deadline: past that the caller leaves with its error, and the
+cleanup goes on without it (bounded: its retries, and the session's end). A cancel
+while awaiting it ends the wait, never the cleanup.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Callable
 from typing import Any
 
 from zklocks._asyncio.session import AsyncSession
+from zklocks._core.errors import ClientClosed
 from zklocks._core.flow import Flow
-from zklocks._core.ops import TIMED_OUT, Op, Pipeline, Reply, SessionId, Wait, Wake, too_late
+from zklocks._core.ops import (
+    TIMED_OUT,
+    Cleanup,
+    Op,
+    Pipeline,
+    Reply,
+    SessionId,
+    Wait,
+    Wake,
+    too_late,
+)
 from zklocks._vocabulary import WatchEvent
+
+log = logging.getLogger("zklocks.lock")
 
 
 async def run(flow: Flow, session: AsyncSession) -> Any:
@@ -39,7 +58,7 @@ async def run(flow: Flow, session: AsyncSession) -> Any:
         # would keep e.g. a thousand-name listing alive per waiter.
         value = None
         try:
-            if cleaning_up:
+            if cleaning_up and not isinstance(op, Cleanup):  # a Cleanup runs apart anyway
                 value = await asyncio.shield(execute(op, session, inbox))
             else:
                 value = await execute(op, session, inbox)
@@ -61,7 +80,28 @@ async def execute(op: Op, session: AsyncSession, inbox: Inbox) -> Reply:
         return await inbox.take(op.deadline)
     if isinstance(op, SessionId):
         return session.session_id()
+    if isinstance(op, Cleanup):
+        return await clean_up(op, session)
     return (await session.call((op,), op.deadline))[0]
+
+
+async def clean_up(op: Cleanup, session: AsyncSession) -> Reply:
+    """Run the cleanup steps apart from the caller; await them until ``op.deadline``."""
+    task = session.in_background(run(op.steps, session))
+    remaining = None if op.deadline is None else max(op.deadline - time.monotonic(), 0.0)
+    finished, _ = await asyncio.wait((task,), timeout=remaining)
+    if finished:
+        task.result()  # what the steps raised goes into the flow, as if run in it
+    else:
+        task.add_done_callback(_report_late_failure)
+    return None
+
+
+def _report_late_failure(task: asyncio.Task[Any]) -> None:
+    """A cleanup that failed after its caller left: nobody else will hear of it."""
+    error = None if task.cancelled() else task.exception()
+    if error is not None and not isinstance(error, ClientClosed):
+        log.warning("cleanup after the caller left failed: %r", error)
 
 
 class Inbox:

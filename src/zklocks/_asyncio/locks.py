@@ -107,6 +107,7 @@ class AsyncLock(LockCore[AsyncLease]):
             return None
         lease = self._client._watch_lease(acquired)
         lease._label(probe.kind, probe.path)
+        lease._releaser = self._release_lease
         self._holdings.add(owner, lease)
         return lease
 
@@ -114,11 +115,17 @@ class AsyncLock(LockCore[AsyncLease]):
         """Release the current task's hold (``NotHeld`` if it holds none).
 
         After the lease was lost this still deletes our node if it is there, and does not
-        raise.
+        raise. ``await lease.release()`` releases a given lease from any task.
         """
         lease = self._holdings.leave(_current_task())
         if lease is not None:
             await self._give_up(lease)
+
+    async def _release_lease(self, lease: AsyncLease, if_held: bool) -> None:
+        """``await lease.release()``: one release of whichever task holds ``lease``."""
+        last = self._holdings.leave_lease(lease, if_held=if_held)
+        if last is not None:
+            await self._give_up(last)
 
     async def _give_up(self, lease: AsyncLease) -> None:
         # once lost (our node deleted by someone, say), whoever holds ``lock`` now may

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Coroutine, Sequence
+from typing import Any, TypeVar
 
 from zklocks._core.ops import TIMED_OUT, GetData, Reply, Request
 from zklocks._protocol.errors import ClientClosedError, NoNodeError
 from zklocks._transport.adapter import facts_of, reply_of, submit_all
 from zklocks._transport.connection import Connection
 from zklocks._vocabulary import SessionState, Watcher, WatchEvent, WatchKind
+
+T = TypeVar("T")
 
 
 def _retrieve(future: asyncio.Future[Any]) -> None:
@@ -28,6 +30,7 @@ class AsyncSession:
         self.facts = facts_of(connection)
         self.closed = False
         self._connected = asyncio.Event()
+        self._apart: set[asyncio.Task[Any]] = set()  # cleanups running apart from callers
         connection.add_state_listener(self._track_connected)
 
     def _track_connected(self, state: SessionState) -> None:
@@ -37,7 +40,9 @@ class AsyncSession:
             self._connected.clear()
 
     def mark_connected(self) -> None:
-        self._connected.set()
+        """After start(): connected, unless the connection is gone already (one that died
+        at birth); a request with a deadline must not be queued for the next one."""
+        self._track_connected(self.connection.state)
 
     async def call(
         self, requests: Sequence[Request], deadline: float | None, watcher: Watcher | None = None
@@ -47,7 +52,9 @@ class AsyncSession:
             return [ClientClosedError() for _ in requests]
         if not requests:
             return []
-        if deadline is not None and not self._connected.is_set():
+        # Woken by a connection that is gone again (one that died at birth), wait on:
+        # submitted now, the requests would be queued for the next one, past the deadline.
+        while deadline is not None and not self._connected.is_set():
             try:
                 await asyncio.wait_for(
                     self._connected.wait(), max(0.0, deadline - time.monotonic())
@@ -59,6 +66,24 @@ class AsyncSession:
             future.add_done_callback(_retrieve)
         await asyncio.wait(futures)  # a cancel here leaves the requests to finish
         return [reply_of(future) for future in futures]
+
+    def in_background(self, work: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
+        """Run ``work`` as a task apart from the caller (a flow's cleanup, which must not
+        hold its caller past the call's deadline); ``finish_background()`` awaits it."""
+        task = asyncio.get_running_loop().create_task(work)
+        self._apart.add(task)
+        task.add_done_callback(self._apart_done)
+        return task
+
+    def _apart_done(self, task: asyncio.Task[Any]) -> None:
+        self._apart.discard(task)
+        _retrieve(task)  # its caller may have left (the driver reports that case)
+
+    async def finish_background(self) -> None:
+        """After the connection is closed: await the cleanups still running (every
+        request they make fails at once now), so none outlives the client."""
+        while self._apart:
+            await asyncio.wait(set(self._apart))
 
     def watch_node(self, path: str, watcher: Watcher) -> None:
         if self.closed:

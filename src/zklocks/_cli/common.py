@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import signal
 from collections.abc import Callable, Sequence
 from typing import IO, Any, NoReturn, TypeVar
 
 import click
 
-from zklocks._cli.options import Seconds
+from zklocks._cli.options import TEXT, Seconds
 from zklocks._cli.sanitise import clean
 from zklocks._cli.security import Security
 from zklocks._core.errors import ConnectionFailed, InvalidArgument, InvalidPath
@@ -71,6 +72,7 @@ def hosts_option(
 ) -> Callable[[F], F]:
     return click.option(
         "--hosts",
+        type=TEXT,
         envvar=envvar,
         default=default,
         show_default=default is not None,
@@ -91,9 +93,36 @@ def connect_timeout_option() -> Callable[[F], F]:
     )
 
 
+TICK_TIME_ENV = "ZKLOCKS_TICK_TIME"
+_TICK_TIME = "zklocks.tick_time"  # where --tick-time waits in ctx.meta for connect()
+
+
+def _remember_tick_time(ctx: click.Context, param: click.Parameter, value: object) -> None:
+    if value is not None:
+        ctx.meta[_TICK_TIME] = value
+
+
+def tick_time_option() -> Callable[[F], F]:
+    """``--tick-time`` (or ZKLOCKS_TICK_TIME): kept in the context for ``connect()``, so
+    no command needs a parameter it only passes on."""
+    return click.option(
+        "--tick-time",
+        type=Seconds(0.001),
+        envvar=TICK_TIME_ENV,
+        default=None,
+        expose_value=False,
+        callback=_remember_tick_time,
+        metavar="SECONDS",
+        help=(
+            "The ZooKeeper servers' tickTime (zoo.cfg's tickTime=2000 is 2). On an "
+            "ensemble the lease rule needs it; by default it is asked of the server."
+        ),
+    )
+
+
 def connection_options(f: F) -> F:
-    """``--hosts`` (or ZKLOCKS_HOSTS) and ``--connect-timeout``."""
-    return hosts_option()(connect_timeout_option()(f))
+    """``--hosts`` (or ZKLOCKS_HOSTS), ``--connect-timeout`` and ``--tick-time``."""
+    return hosts_option()(connect_timeout_option()(tick_time_option()(f)))
 
 
 def check_path(ctx: click.Context, param: click.Parameter, value: str) -> str:
@@ -119,11 +148,14 @@ def connect(
     granted another one (it clamps to its bounds).
     """
     options = (security or Security()).client_options()
+    context = click.get_current_context(silent=True)
+    tick_time = None if context is None else context.find_root().meta.get(_TICK_TIME)
     try:
         client = Client(
             hosts,
             session_timeout=session_timeout or 10.0,
             connect_timeout=connect_timeout,
+            tick_time=tick_time,
             **options,
         )
     except InvalidArgument as error:
@@ -162,6 +194,19 @@ def unreachable_message(hosts: str, connect_timeout: float, reasons: Sequence[st
         "  - Elsewhere? Pass --hosts host:port[,host:port...] or set ZKLOCKS_HOSTS.\n"
         "  - Slow network? Allow more time with --connect-timeout SECONDS."
     )
+
+
+def not_ignored(signals: Sequence[signal.Signals]) -> tuple[signal.Signals, ...]:
+    """The stop signals a command may act on: those it was not started with ignored.
+
+    ``nohup`` starts a command with SIGHUP ignored; a script's ``&`` (a shell without job
+    control) and some CI runners, with SIGINT and SIGQUIT ignored. Whoever did asked
+    that they stop nothing, so we install no handler for them: they stay ignored for us
+    and, across exec, for the command we run, as under a shell (POSIX keeps signals
+    ignored on entry to a non-interactive shell ignored) and as Python itself leaves an
+    ignored SIGINT. Called before any handler of ours is installed.
+    """
+    return tuple(sig for sig in signals if signal.getsignal(sig) != signal.SIG_IGN)
 
 
 def seconds(value: float) -> str:

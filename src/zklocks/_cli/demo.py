@@ -32,6 +32,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import FrameType
 
 import click
 from rich.console import Console
@@ -568,14 +569,26 @@ def demo(
 
 class _Watchdog:
     """A smoke test must not hang CI: after ``limit`` seconds, interrupt the main thread
-    as Ctrl-C would (a real SIGINT to it, so even a blocking wait is cut short)."""
+    as Ctrl-C would (a real SIGINT to it, so even a blocking wait is cut short).
+
+    Started with SIGINT ignored (``nohup``, a script's ``&``, some CI runners), a Ctrl-C
+    from outside stays without effect, but ours must still land: a handler that raises
+    only once the watchdog has fired stands in for the ignored disposition.
+    """
 
     def __init__(self, limit: float) -> None:
         self.fired = False
         self._main = threading.main_thread().ident
+        self._ignored = signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+        if self._ignored:
+            signal.signal(signal.SIGINT, self._only_ours)
         self._timer = threading.Timer(limit, self._fire)
         self._timer.daemon = True
         self._timer.start()
+
+    def _only_ours(self, signum: int, frame: FrameType | None) -> None:
+        if self.fired:
+            raise KeyboardInterrupt
 
     def _fire(self) -> None:
         self.fired = True
@@ -584,6 +597,8 @@ class _Watchdog:
 
     def cancel(self) -> None:
         self._timer.cancel()
+        if self._ignored:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _play(

@@ -27,9 +27,10 @@ from zklocks._cli.common import (
     connect,
     connection_options,
     fail,
+    not_ignored,
     seconds,
 )
-from zklocks._cli.options import Seconds
+from zklocks._cli.options import TEXT, Identifier, Seconds
 from zklocks._cli.run import (
     RunOptions,
     _describe,
@@ -66,10 +67,11 @@ Examples:
 @click.command(
     context_settings=CONTEXT, epilog=ELECT_EPILOG, short_help="Run a command while leader."
 )
-@click.argument("path", callback=check_path)
+@click.argument("path", type=TEXT, callback=check_path)
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="-- COMMAND [ARGS]...")
 @click.option(
     "--identifier",
+    type=Identifier(),
     metavar="TEXT",
     help="How `zklocks leader` names us. Default: the command line.",
 )
@@ -165,7 +167,7 @@ def leader_text(leader: Contender | None, *, stamp: bool = False) -> str:
 @click.command(
     context_settings=CONTEXT, epilog=LEADER_EPILOG, short_help="Show who leads an election."
 )
-@click.argument("path", callback=check_path)
+@click.argument("path", type=TEXT, callback=check_path)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 @click.option(
     "--watch",
@@ -185,8 +187,8 @@ def leader(
             current = election.leader()
             click.echo(json.dumps(leader_json(path, current)) if as_json else leader_text(current))
             return
-        signal.signal(signal.SIGTERM, _interrupt)
-        signal.signal(signal.SIGHUP, _interrupt)
+        for sig in not_ignored((signal.SIGTERM, signal.SIGHUP)):  # SIGINT: Python's own
+            signal.signal(sig, _interrupt)
         for current in election.observe():
             text = leader_text(current, stamp=True)
             click.echo(json.dumps(leader_json(path, current)) if as_json else text)

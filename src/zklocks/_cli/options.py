@@ -1,5 +1,10 @@
 """Option types that check a value before anything runs: a bad value is a usage error
 (exit 2) naming the option and the rule it broke, never a traceback or a library error.
+
+Every option or argument that takes text declares what it is: ``Text`` (encoded for
+ZooKeeper: must be UTF-8), ``Identifier``, ``click.Path`` (a file name: any bytes), a
+choice, or ``click.UNPROCESSED`` (a command's arguments: any bytes).
+tests/unit/test_cli_options.py keeps that true for every command.
 """
 
 from __future__ import annotations
@@ -8,6 +13,10 @@ import math
 from typing import Any
 
 import click
+
+from zklocks._cli.sanitise import clean
+from zklocks._core import validate
+from zklocks._core.errors import InvalidArgument
 
 
 class Seconds(click.ParamType):  # type: ignore[type-arg]
@@ -42,3 +51,72 @@ class Seconds(click.ParamType):  # type: ignore[type-arg]
 
     def __repr__(self) -> str:
         return f"Seconds(minimum={self.minimum!r}, allow_inf={self.allow_inf!r})"
+
+
+def undecodable(value: str) -> bool:
+    """Did ``value`` come from bytes that are not UTF-8? Python hands such bytes of an
+    argument or an environment variable over as lone surrogates (PEP 383), which no
+    encoder takes: ZooKeeper, JSON and the terminal all want UTF-8."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def as_typed(value: str) -> str:
+    """``value`` as the user typed it: a byte that is not UTF-8 shown as ``\\xe9``, any
+    other unprintable character escaped, so the message itself prints safely."""
+    try:
+        raw = value.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:  # a surrogate that stands for no byte
+        return clean(value, limit=None)
+    return clean(raw.decode("utf-8", "backslashreplace"), limit=None)
+
+
+class Text(click.ParamType):  # type: ignore[type-arg]
+    """Text that zklocks encodes: a lock path, an identifier, hosts, a credential.
+
+    Bytes that are not UTF-8 (``$'caf\\xe9'``, a Latin-1 terminal) are a usage error
+    naming the option, not a traceback from deep in an encoder. ``secret``: the value is
+    never shown. Arguments that go to the operating system as they are (a command and
+    its arguments, ``-c TEXT``, file names) do not use this type: any bytes are fine
+    there.
+    """
+
+    name = "text"
+
+    def __init__(self, *, secret: bool = False) -> None:
+        self.secret = secret
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        text = str(value)
+        if undecodable(text):
+            shown = "the value (not shown here)" if self.secret else f"'{as_typed(text)}'"
+            self.fail(f"{shown} is not UTF-8 text", param, ctx)
+        return text
+
+    def __repr__(self) -> str:
+        return f"Text(secret={self.secret!r})"
+
+
+class Identifier(Text):
+    """A contender's identifier: UTF-8, then the library's own rule (printable, at most
+    1024 characters). Empty means the default."""
+
+    name = "identifier"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        text = super().convert(value, param, ctx)
+        if text:
+            try:
+                validate.identifier(text)
+            except InvalidArgument as error:
+                self.fail(str(error), param, ctx)
+        return text
+
+    def __repr__(self) -> str:
+        return "Identifier()"
+
+
+TEXT = Text()

@@ -19,6 +19,9 @@ Theory of operation
 5. **Release**, close the session (the server drops any node of ours at once), exit with
    the command's status, 76 if the lease was lost, 128+signal if we were signalled.
 
+A stop signal that we were started with ignored (``nohup``'s SIGHUP, the SIGINT and
+SIGQUIT of a script's ``&``) stays ignored, for us and for the command, as under a shell.
+
 Where the command runs: with a terminal in the foreground (an operator typing), the
 command shares our process group, so it can read the terminal and gets Ctrl-C and
 Ctrl-Z straight from it, as under a shell; we then forward only SIGTERM and SIGHUP.
@@ -59,10 +62,11 @@ from zklocks._cli.common import (
     connect,
     connection_options,
     fail,
+    not_ignored,
     seconds,
 )
 from zklocks._cli.hold import hold
-from zklocks._cli.options import Seconds
+from zklocks._cli.options import TEXT, Identifier, Seconds
 from zklocks._cli.sanitise import clean
 from zklocks._cli.security import Security, security_options
 from zklocks._core.errors import AccessDenied, LockError, LockTimeout
@@ -158,12 +162,13 @@ def exit_unless_runnable(command: tuple[str, ...]) -> None:
 @click.command(
     context_settings=CONTEXT, epilog=EPILOG, short_help="Run a command while holding a lock."
 )
-@click.argument("path", callback=check_path)
+@click.argument("path", type=TEXT, callback=check_path)
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[-- COMMAND [ARGS]...]")
 @click.option(
     "-c",
     "--command",
     "shell_command",
+    type=click.UNPROCESSED,  # for sh, as it is: any bytes
     metavar="TEXT",
     help="Run TEXT with `sh -c` instead of COMMAND (flock's -c).",
 )
@@ -198,6 +203,7 @@ def exit_unless_runnable(command: tuple[str, ...]) -> None:
 )
 @click.option(
     "--identifier",
+    type=Identifier(),
     metavar="TEXT",
     help="How `zklocks status` names us. Default: the command line.",
 )
@@ -301,7 +307,8 @@ def note(message: str) -> None:
 
 def execute(options: RunOptions) -> int:
     """Everything after argument parsing; returns the exit status."""
-    previous = {sig: signal.signal(sig, _raise_interrupted) for sig in STOP_SIGNALS}
+    stops = not_ignored(STOP_SIGNALS)  # nohup's SIGHUP, `&`'s SIGINT: left ignored
+    previous = {sig: signal.signal(sig, _raise_interrupted) for sig in stops}
     client: Client | None = None
     try:
         with _signals_blocked():  # the client's threads inherit the mask
@@ -311,7 +318,7 @@ def execute(options: RunOptions) -> int:
                 session_timeout=options.session_timeout,
                 security=options.security,
             )
-        return _Run(options, client).run()
+        return _Run(options, client, stops).run()
     except _Interrupted as interrupt:
         if client is not None:
             note(f"interrupted ({interrupt}) while waiting for {options.path}; left the queue")
@@ -347,9 +354,12 @@ def _terminal_foreground() -> bool:
 
 
 class _Run:
-    def __init__(self, options: RunOptions, client: Client) -> None:
+    def __init__(
+        self, options: RunOptions, client: Client, stops: tuple[signal.Signals, ...]
+    ) -> None:
         self.options = options
         self.client = client
+        self.stops = stops  # the stop signals we act on (not those ignored at start)
         self.foreground = _terminal_foreground()
         self.wake = threading.Event()
         self.received: list[int] = []
@@ -395,7 +405,7 @@ class _Run:
             if self.options.command:
                 status = self._run_command(lease)
             else:
-                status = hold(self.options.path, lease, STOP_SIGNALS, held=self.options.held)
+                status = hold(self.options.path, lease, self.stops, held=self.options.held)
         finally:
             self._release(lock)
         return status
@@ -456,7 +466,7 @@ class _Run:
         return subprocess.Popen(list(self.options.command), env=env, **group)
 
     def _run_command(self, lease: Lease) -> int:
-        for sig in STOP_SIGNALS:
+        for sig in self.stops:
             signal.signal(sig, self._on_signal)
         lease.add_lost_callback(lambda _lease: self.wake.set())
         try:

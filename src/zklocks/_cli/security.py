@@ -18,6 +18,8 @@ from typing import Any, TypeVar
 
 import click
 
+from zklocks._cli.options import Text, as_typed
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 AUTH_HELP = (
@@ -61,11 +63,16 @@ def read_auth_file(path: Path) -> tuple[str, str]:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as error:
-        raise click.BadParameter(f"cannot read {path}: {error.strerror}") from None
+        raise click.BadParameter(f"cannot read {as_typed(str(path))}: {error.strerror}") from None
+    except UnicodeDecodeError:  # the message would quote the credential's bytes: not shown
+        raise click.BadParameter(
+            f"{as_typed(str(path))} is not UTF-8 text (its content is not shown here)"
+        ) from None
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     if len(lines) != 1:
-        raise click.BadParameter(f"{path} must hold exactly one SCHEME:CREDENTIAL line")
-    return parse_auth(lines[0], f"the line in {path}")
+        shown = as_typed(str(path))
+        raise click.BadParameter(f"{shown} must hold exactly one SCHEME:CREDENTIAL line")
+    return parse_auth(lines[0], f"the line in {as_typed(str(path))}")
 
 
 def tls_context(
@@ -128,7 +135,7 @@ def security_options(*, acl: bool = False) -> Callable[[F], F]:
 
         options = [
             click.option("--auth", envvar="ZKLOCKS_AUTH", show_envvar=True,
-                         metavar="SCHEME:CREDENTIAL", help=AUTH_HELP),
+                         type=Text(secret=True), metavar="SCHEME:CREDENTIAL", help=AUTH_HELP),
             click.option("--auth-file", envvar="ZKLOCKS_AUTH_FILE", show_envvar=True,
                          type=_FILE, help="Read SCHEME:CREDENTIAL from this file (one line)."),
             click.option("--tls", is_flag=True, envvar="ZKLOCKS_TLS", show_envvar=True,

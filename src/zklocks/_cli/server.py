@@ -13,6 +13,7 @@ import click
 
 from zklocks._certs import TLSFiles
 from zklocks._cli.common import CONTEXT, EX_UNAVAILABLE, fail
+from zklocks._cli.options import as_typed, undecodable
 from zklocks.server import (
     PortInUse,
     ServerError,
@@ -34,6 +35,19 @@ Examples:
 """
 
 
+def _check_data_dir(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path | None:
+    """A file name may hold any bytes, but ZooKeeper reads this one from its (text)
+    configuration file: it must be UTF-8."""
+    if value is not None and undecodable(str(value)):
+        raise click.BadParameter(
+            f"'{as_typed(str(value))}' is not UTF-8 text, and ZooKeeper reads the directory's "
+            "name from its configuration file",
+            ctx,
+            param,
+        )
+    return value
+
+
 @click.command(
     context_settings=CONTEXT, epilog=EPILOG, short_help="Run a local ZooKeeper to try things with."
 )
@@ -48,6 +62,7 @@ Examples:
 @click.option(
     "--data-dir",
     type=click.Path(file_okay=False, path_type=Path),
+    callback=_check_data_dir,
     help="Keep the data here across runs (default: a temporary directory removed on exit).",
 )
 @click.option(

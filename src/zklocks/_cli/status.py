@@ -23,6 +23,7 @@ from zklocks._cli.common import (
     fail,
 )
 from zklocks._cli.inspect import LockSummary, walk_locks
+from zklocks._cli.options import TEXT
 from zklocks._cli.sanitise import text
 from zklocks._cli.security import Security, security_options
 from zklocks._cli.status_view import new_console, print_clean, render, snapshot
@@ -60,7 +61,7 @@ Examples:
     epilog=STATUS_EPILOG,
     short_help="Show who holds a lock and who waits.",
 )
-@click.argument("path")
+@click.argument("path", type=TEXT)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 @click.option(
     "--watch",
@@ -123,7 +124,7 @@ def _hint_not_a_lock(client: Client, path: str, console: Console) -> None:
     epilog=LS_EPILOG,
     short_help="List every lock under a root.",
 )
-@click.argument("root", default="/")
+@click.argument("root", type=TEXT, default="/")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 @connection_options
 @security_options()

@@ -19,7 +19,8 @@ nothing, so no ``KeyboardInterrupt`` can escape from some other line (click woul
 unlike ``threading.Event.set``. The signals are blocked while connecting, so the
 client's threads and the feed inherit a mask that sends every signal to the main
 thread; one that arrives during the connection attempt is handled right after it.
-Whatever happens, a stop is exit status 0.
+Whatever happens, a stop is exit status 0. A stop signal we were started with ignored
+(``nohup``'s SIGHUP, a script's ``&``) stays ignored (``common.not_ignored``).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from rich.console import Group, RenderableType
 from rich.live import Live
 from rich.text import Text
 
-from zklocks._cli.common import Failure, connect, fail
+from zklocks._cli.common import Failure, connect, fail, not_ignored
 from zklocks._cli.inspect import arm_change_watch
 from zklocks._cli.security import Security
 from zklocks._cli.status_view import REDRAW_INTERVAL, new_console, print_clean, render, snapshot
@@ -67,7 +68,7 @@ def watch(
     def on_signal(signum: int, frame: FrameType | None) -> None:
         inbox.put(STOP)
 
-    previous = {sig: signal.signal(sig, on_signal) for sig in STOP_SIGNALS}
+    previous = {sig: signal.signal(sig, on_signal) for sig in not_ignored(STOP_SIGNALS)}
     client: Client | None = None
     try:
         try:

@@ -15,13 +15,17 @@ as a Python user expects::
      +-- ConnectionFailed                         no ZooKeeper server answered in time,
      |                                            or it refused our credentials or TLS
      +-- AccessDenied                             ZooKeeper refused an operation (ACL), or a
-                                                  lock directory's ACL is weaker than asked
+     |                                            lock directory's ACL is weaker than asked
+     +-- TransactionFailed                        an op of a transaction was refused; none
+                                                  of its ops was applied
 
 ZooKeeper's own refusals (``zklocks._protocol.errors``) never escape a lock call bare:
 an unexpected one is raised as ``LockError`` with the original as ``__cause__``.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 
 class LockError(Exception):
@@ -58,6 +62,32 @@ class ClientClosed(LockError):
 
 class ConnectionFailed(LockError):
     """No ZooKeeper server could be reached within the timeout."""
+
+
+class TransactionFailed(LockError):
+    """An op of a transaction (``client.transaction()``) was refused, so none was applied.
+
+    ``index`` is the op's position, counting from 0 in the order the ops were added (a
+    guard's own check is not counted: its failure is ``LockLost``); ``reason`` is
+    ZooKeeper's name for the error ("BadVersion", "NoNode", "NodeExists", "NotEmpty",
+    "NoAuth", ...), which a caller can act on (re-read and retry on "BadVersion"); ``path``
+    is the op's path. The data of the ops is never part of the message.
+    """
+
+    def __init__(self, message: str, *, index: int, reason: str, path: str) -> None:
+        super().__init__(message)
+        self.index = index
+        self.reason = reason
+        self.path = path
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Rebuilt with its fields, so it survives pickling (a worker process's error
+        # reported to its parent).
+        return (_rebuild_failed, (str(self), self.index, self.reason, self.path))
+
+
+def _rebuild_failed(message: str, index: int, reason: str, path: str) -> TransactionFailed:
+    return TransactionFailed(message, index=index, reason=reason, path=path)
 
 
 class AccessDenied(LockError):

@@ -45,7 +45,11 @@ Queued kinds (fair lock, read, write, semaphore lease):
    deadline: a connection loss during cleanup is retried after reconnect (an orphan
    would block everyone) up to ``CLEANUP_RETRIES`` times in a row (a server that breaks
    every connection must not keep the caller for ever), and a session expiry means the
-   server has removed it already. Every other request carries the call's deadline, and
+   server has removed it already. On the way out of a call with a deadline the flow
+   yields its cleanup as one ``Cleanup``: the caller waits for it ``CLEANUP_GRACE``
+   past the deadline at most, and what is left goes on apart from the caller (a delete
+   takes milliseconds on a working server; a broken one would cost a reconnect per
+   retry). Every other request carries the call's deadline, and
    one yielded again after a failure is marked ``retry``: the drivers never send a retry
    after the deadline, so every retry loop ends there (a first try still goes out while
    connected: ``timeout=0`` on a free lock succeeds).
@@ -78,6 +82,7 @@ from zklocks._core import nodes as _nodes
 from zklocks._core.errors import AccessDenied, ClientClosed, InvalidArgument, LockError, LockTimeout
 from zklocks._core.ops import (
     TIMED_OUT,
+    Cleanup,
     Create,
     Created,
     Delete,
@@ -113,6 +118,11 @@ log = logging.getLogger("zklocks.lock")
 CLEANUP_RETRIES = 2
 """Cleanup requests wait for a connection as long as the session lives, and are sent
 again after a dropped connection; this many drops in a row mean a broken server."""
+
+CLEANUP_GRACE = 0.25
+"""How long past its deadline a call waits for its own cleanup before leaving it to run
+apart: a working server deletes a node in milliseconds, so the caller sees its node gone
+when it gets ``LockTimeout``; a broken one costs the caller no more than this."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,7 +211,7 @@ def _acquire_queued(spec: AcquireSpec, *, rejoin: bool = True) -> Generator[Op, 
                 return outcome
             attempt.node = None
     except BaseException:
-        yield from _shielded(_cleanup(spec, attempt))
+        yield _clean_up(spec, _cleanup(spec, attempt))
         raise
 
 
@@ -234,7 +244,7 @@ def _acquire_two_stages(spec: AcquireSpec) -> Generator[Op, Any, Acquired | None
         try:
             granted = yield from _acquire_queued(lease, rejoin=False)
         except BaseException:
-            yield from _shielded(_delete(held.node))
+            yield _clean_up(spec, _delete(held.node))
             raise
         try:
             yield from _shielded(_delete(held.node))
@@ -242,7 +252,7 @@ def _acquire_two_stages(spec: AcquireSpec) -> Generator[Op, Any, Acquired | None
             ended = isinstance(granted, Acquired) and (yield SessionId()) != granted.owner
         except BaseException:  # interrupted meanwhile: the caller never gets the grant
             if isinstance(granted, Acquired):
-                yield from _shielded(_delete(granted.node))
+                yield _clean_up(spec, _delete(granted.node))
             raise
         if ended:
             continue
@@ -522,9 +532,9 @@ def _acquire_single_node(spec: AcquireSpec) -> Generator[Op, Any, Acquired | Non
             retry = False  # woken: a fresh try
     except BaseException:
         if ours is not None:
-            yield from _shielded(_delete_single_node(node, token=ours.token))
+            yield _clean_up(spec, _delete_single_node(node, token=ours.token))
         elif attempt.create_in_flight:
-            yield from _shielded(_delete_single_node(node, attempt=spec.attempt))
+            yield _clean_up(spec, _delete_single_node(node, attempt=spec.attempt))
         raise
 
 
@@ -673,6 +683,14 @@ def _shielded(steps: Generator[Op, Any, T]) -> Generator[Op, Any, T]:
                 raise
             except BaseException as exc:
                 interruption = interruption or exc  # send the same operation again
+
+
+def _clean_up(spec: AcquireSpec, steps: Generator[Op, Any, Any]) -> Cleanup:
+    """The way out of an acquire: ``steps`` run to their end, shielded from another
+    interruption where they run in the flow's place (``inline_cleanups``), and keep the
+    caller at most ``CLEANUP_GRACE`` past its deadline (without one, until they end)."""
+    deadline = None if spec.deadline is None else spec.deadline + CLEANUP_GRACE
+    return Cleanup(_shielded(steps), deadline)
 
 
 def _cleanup(spec: AcquireSpec, attempt: _Attempt) -> Generator[Op, Any, None]:

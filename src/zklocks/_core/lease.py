@@ -28,9 +28,11 @@ import asyncio
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from types import TracebackType
 
 from zklocks._core import events as _events
+from zklocks._core.errors import LockError, LockLost
 from zklocks._vocabulary import SessionFacts, SessionState, Watcher, WatchEvent, WatchKind
 
 LostCallback = Callable[["LeaseBase"], None]
@@ -163,6 +165,22 @@ class LeaseBase:
         """Released by its holder."""
         return self._ended
 
+    def _disown(self, reason: str) -> None:
+        """In a process forked from the holder's: this copy of the lease proves nothing
+        here, so it reads as lost. Called at the fork, where no lock may be taken (one
+        held by a thread of the parent stays held in the child) and no callback may run:
+        only plain attribute writes, no callbacks, no metrics."""
+        if self._lost_reason is None and not self._ended:
+            self._lost_reason = reason
+            self._callbacks = []
+            self._counted = False
+
+    def _lost_on_exit(self, exc: BaseException | None) -> None:
+        """Leaving a ``with`` block normally after the lease was lost raises ``LockLost``
+        (as leaving ``with lock`` does)."""
+        if exc is None and self.lost:
+            raise LockLost(f"{self._path}: the lease was lost while held ({self.lost_reason})")
+
     def _end(self) -> None:
         """The holder released it: stop watching (a later loss is no longer news)."""
         with self._mutex:
@@ -174,13 +192,55 @@ class LeaseBase:
         _events.lease_released(self._kind, self._path, time.monotonic() - self._granted_at, counted)
 
 
+Releaser = Callable[["Lease", bool], None]
+AsyncReleaser = Callable[["AsyncLease", bool], Awaitable[None]]
+
+
+def _not_from_a_lock(lease: LeaseBase) -> LockError:
+    return LockError(f"{lease!r} was not made by a lock: there is nothing to release")
+
+
 class Lease(LeaseBase):
     """Proof of holding a lock, from the sync ``Client``: ``token`` (fencing), ``node``,
-    ``lost`` and ``lost_reason``; ``wait_lost`` blocks the calling thread."""
+    ``lost`` and ``lost_reason``; ``wait_lost`` blocks the calling thread.
+
+    A lease is also a handle on the hold: ``lease.release()`` releases it from any
+    thread, and ``with lock.acquire(timeout=5) as lease:`` releases it on the way out
+    of the block, whatever way that is.
+    """
 
     def __init__(self, node: str, token: int, session: SessionFacts, owner: int = 0) -> None:
         super().__init__(node, token, session, owner)
         self._lost_event = threading.Event()
+        self._releaser: Releaser | None = None  # set by the lock that granted it
+
+    def release(self) -> None:
+        """Release this lease, from any thread (not only the one that acquired it).
+
+        It counts as one ``release()`` of the lock by the thread that holds it: the node
+        is deleted when that thread's last hold ends (a reentrant lock counts). A lost
+        lease is released without an error, as ``Lock.release()`` does. ``NotHeld`` if
+        it was released already; ``ClientClosed`` in a process forked from the holder's.
+        """
+        if self._releaser is None:
+            raise _not_from_a_lock(self)
+        self._releaser(self, False)
+
+    def __enter__(self) -> Lease:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """Release (unless released already, by any thread); then, leaving normally, a
+        lease that was lost raises ``LockLost``."""
+        if self._releaser is None:
+            raise _not_from_a_lock(self)
+        self._releaser(self, True)
+        self._lost_on_exit(exc)
 
     def wait_lost(self, timeout: float | None = None) -> bool:
         """Block until the lease is lost (True) or ``timeout`` seconds pass (False)."""
@@ -194,11 +254,39 @@ class Lease(LeaseBase):
 
 class AsyncLease(LeaseBase):
     """Proof of holding a lock, from ``AsyncClient``: ``token`` (fencing), ``node``,
-    ``lost`` and ``lost_reason``; ``await lease.wait_lost()``. Loop-thread only."""
+    ``lost`` and ``lost_reason``; ``await lease.wait_lost()``. Loop-thread only.
+
+    ``await lease.release()`` releases it from any task, and
+    ``async with await lock.acquire(timeout=5) as lease:`` on the way out of the block.
+    """
 
     def __init__(self, node: str, token: int, session: SessionFacts, owner: int = 0) -> None:
         super().__init__(node, token, session, owner)
         self._lost_event = asyncio.Event()
+        self._releaser: AsyncReleaser | None = None  # set by the lock that granted it
+
+    async def release(self) -> None:
+        """Release this lease, from any task of the client's loop (not only the one that
+        acquired it); as ``Lease.release``, it counts as one release by the holding task.
+        """
+        if self._releaser is None:
+            raise _not_from_a_lock(self)
+        await self._releaser(self, False)
+
+    async def __aenter__(self) -> AsyncLease:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """As ``Lease.__exit__``."""
+        if self._releaser is None:
+            raise _not_from_a_lock(self)
+        await self._releaser(self, True)
+        self._lost_on_exit(exc)
 
     async def wait_lost(self, timeout: float | None = None) -> bool:
         """Wait until the lease is lost (True) or ``timeout`` seconds pass (False)."""
@@ -292,6 +380,12 @@ class LeaseKeeper:
         self._disarm_timer()
         for lease in list(self._leases):
             lease._mark_lost(reason, code)
+
+    def disown_all(self, reason: str) -> None:
+        """In a forked child: every lease reads as lost, quietly (``LeaseBase._disown``).
+        The timer is the parent's loop's and is left alone."""
+        for lease in list(self._leases):
+            lease._disown(reason)
 
     def _arm_timer(self) -> None:
         facts = self._facts()

@@ -7,10 +7,11 @@ sends requests and waits for watch events or a deadline; what a reply or an even
 *means* (a blocker is gone, make the parents, set the watches again) is the flow's
 business (``zklocks._core.steps``).
 
-* ``Create``, ``Delete``, ``GetChildren``, ``GetData``, ``Exists``, ``GetACL`` are single
-  ZooKeeper requests. The reply is the value documented on the class, or an *instance*
-  of a ``zklocks._protocol.errors.ZooKeeperError`` subclass (never raised into the flow:
-  a refused request is an answer the flow inspects, not control flow).
+* ``Create``, ``Delete``, ``GetChildren``, ``GetData``, ``Exists``, ``GetACL`` and
+  ``Multi`` (a transaction: ``zklocks._core.transaction``) are single ZooKeeper
+  requests. The reply is the value documented on the class, or an *instance* of a
+  ``zklocks._protocol.errors.ZooKeeperError`` subclass (never raised into the flow: a
+  refused request is an answer the flow inspects, not control flow).
 * ``Pipeline`` sends several requests back to back without waiting in between (ZooKeeper
   answers one session's requests in order) and replies with a tuple of their replies.
   With ``watch=True`` every request that can carry a watch (``GetData``, ``Exists``,
@@ -20,6 +21,11 @@ business (``zklocks._core.steps``).
   last ``Wait`` (at least one; a session that ends fires ``SESSION_LOST`` or ``CLOSED``
   to every watch), or ``TIMED_OUT`` once the deadline passed first.
 * ``SessionId`` asks which session the client currently has. Reply: ``int``.
+* ``Cleanup`` hands the driver a flow's cleanup (``steps``, themselves operations) with
+  the instant the caller may leave by: the driver runs the steps apart from the caller
+  (a thread or a task of the session) and waits for them until then, so cleanup never
+  holds a call past its deadline. Reply: ``None``. A driver with no caller to free (the
+  simulator) runs them in place with ``inline_cleanups``.
 
 ``Create`` carries ``acl``: the entries (``zklocks._protocol.records.ACL``) the new node
 gets; empty means ZooKeeper's open ACL (``world:anyone``, all permissions).
@@ -41,8 +47,9 @@ deleted chroot, a server that breaks every connection) ends at the deadline.
 from __future__ import annotations
 
 import enum
+from collections.abc import Generator
 from dataclasses import dataclass
-from typing import TypeAlias
+from typing import Any, TypeAlias, TypeVar
 
 from zklocks._protocol.errors import ZooKeeperError
 from zklocks._protocol.records import (
@@ -54,6 +61,8 @@ from zklocks._protocol.records import (
     GetACL,
     GetChildren,
     GetData,
+    Multi,
+    MultiResult,
     NodeACL,
     NodeData,
     Stat,
@@ -63,6 +72,7 @@ from zklocks._vocabulary import WatchEvent
 __all__ = [
     "ACL",
     "TIMED_OUT",
+    "Cleanup",
     "Create",
     "Created",
     "Delete",
@@ -70,6 +80,7 @@ __all__ = [
     "GetACL",
     "GetChildren",
     "GetData",
+    "Multi",
     "NodeACL",
     "NodeData",
     "Op",
@@ -80,8 +91,11 @@ __all__ = [
     "Stat",
     "Wait",
     "Wake",
+    "inline_cleanups",
     "too_late",
 ]
+
+T = TypeVar("T")
 
 
 class Wake(enum.Enum):
@@ -106,7 +120,7 @@ class SessionId:
     """Which session the client has now. Reply: ``int``."""
 
 
-Request: TypeAlias = Create | Delete | GetChildren | GetData | Exists | GetACL
+Request: TypeAlias = Create | Delete | GetChildren | GetData | Exists | GetACL | Multi
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,13 +145,32 @@ class Pipeline:
         return any(request.retry for request in self.requests)
 
 
-Op: TypeAlias = Request | Pipeline | Wait | SessionId
+@dataclass(frozen=True, slots=True, eq=False)
+class Cleanup:
+    """Run ``steps`` to their end; keep the caller only until ``deadline``. Reply: ``None``.
+
+    A call's way out (a timeout, an error, an interruption) deletes what it left behind,
+    and those deletes carry no deadline of their own: an orphan would block everyone.
+    But against a server that breaks every connection each of them waits for a
+    reconnect, and the caller would wait for all of them, long past its deadline. So the
+    driver runs ``steps`` apart from the caller and waits for them until ``deadline``
+    (``None``: until they end); past it, they go on without the caller, bounded by
+    ``CLEANUP_RETRIES`` and by the session's end. If they end in time by raising, the
+    driver raises that into the flow, as if they had run in it.
+    """
+
+    steps: Generator[Op, Any, Any]
+    deadline: float | None = None
+
+
+Op: TypeAlias = Request | Pipeline | Wait | SessionId | Cleanup
 
 Reply: TypeAlias = (
     Created
     | NodeData
     | Stat
     | list[str]
+    | list[MultiResult]
     | tuple["Reply", ...]
     | tuple[WatchEvent, ...]
     | Wake
@@ -154,8 +187,8 @@ def too_late(op: Op, now: float) -> Reply | None:
     A retry past its deadline is never sent: ``TIMED_OUT`` (one per request of a
     pipeline). A ``Wait`` past its deadline answers ``TIMED_OUT`` at once.
     """
-    if isinstance(op, SessionId):
-        return None
+    if isinstance(op, SessionId | Cleanup):
+        return None  # cleanup is never skipped: past its deadline it runs apart
     deadline = op.deadline
     if deadline is None or now < deadline:
         return None
@@ -166,3 +199,36 @@ def too_late(op: Op, now: float) -> Reply | None:
     if isinstance(op, Pipeline):
         return tuple(TIMED_OUT for _ in op.requests)
     return TIMED_OUT
+
+
+def inline_cleanups(flow: Generator[Op, Any, T]) -> Generator[Op, Any, T]:
+    """``flow`` with every ``Cleanup`` run in place: the steps' operations are yielded as
+    the flow's own, and what the steps raise is thrown into the flow.
+
+    For a driver with no caller to free (the simulator explores the steps one operation
+    at a time, faults included) and for a test that steps a flow by hand.
+    """
+    reply: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            op = flow.send(reply) if error is None else flow.throw(error)
+        except StopIteration as stop:
+            result: T = stop.value
+            return result
+        reply, error = None, None
+        if isinstance(op, Cleanup):
+            try:
+                yield from op.steps
+            except GeneratorExit:
+                raise
+            except BaseException as exc:
+                error = exc
+            continue
+        try:
+            reply = yield op
+        except GeneratorExit:
+            flow.close()
+            raise
+        except BaseException as exc:
+            error = exc

@@ -287,6 +287,15 @@ def connect_failure_reason(error: BaseException) -> str | None:
                 "it requires one it trusts (mutual TLS): load one with "
                 "context.load_cert_chain, or --tls-cert/--tls-key"
             )
+        if "HANDSHAKE_FAILURE" in reason.upper():
+            # TLS 1.2 has no certificate_required alert: a server that needs a client
+            # certificate and gets none (Debian 12's ZooKeeper on OpenJDK 17) sends this
+            # catch-all, which also means no TLS version or cipher in common.
+            return (
+                f"TLS handshake failed ({reason}): most likely the server requires a client "
+                "certificate it trusts (mutual TLS): load one with context.load_cert_chain, "
+                "or --tls-cert/--tls-key; otherwise we share no TLS version or cipher with it"
+            )
         if "WRONG_VERSION_NUMBER" in reason.upper():
             return f"TLS handshake failed ({reason}): is this port plain TCP? (leave out --tls)"
         return f"TLS handshake failed ({reason})"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from zklocks._core.errors import InvalidArgument, InvalidPath
 from zklocks._protocol import codec
@@ -103,10 +104,40 @@ def session_timeout(value: object) -> float:
     return float(value)
 
 
-def ensemble_lag(value: object) -> float:
-    """Seconds (finite, >= 0) by which an ensemble member may outrun the leader's timer."""
+def tick_time(value: object) -> float | None:
+    """The ZooKeeper servers' tickTime in seconds (finite, > 0), or None: learn it."""
+    if value is None:
+        return None
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise InvalidArgument(f"ensemble_lag must be a number of seconds or None, not {value!r}")
-    if not math.isfinite(value) or value < 0:
-        raise InvalidArgument(f"ensemble_lag must be finite and >= 0, not {value!r}")
+        raise InvalidArgument(f"tick_time must be a number of seconds or None, not {value!r}")
+    if not math.isfinite(value) or not 0 < value <= 3600:
+        raise InvalidArgument(
+            f"tick_time must be the servers' tickTime in seconds (0 < tick_time <= 3600; "
+            f"tickTime=2000 in zoo.cfg is 2.0), not {value!r}"
+        )
     return float(value)
+
+
+def clock_drift(value: object) -> float:
+    """The relative clock-rate error to allow for, as a share (0.01 is 1 %; < 0.5)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidArgument(f"clock_drift must be a share such as 0.01 (1 %), not {value!r}")
+    if not math.isfinite(value) or not 0 <= value < 0.5:
+        raise InvalidArgument(f"clock_drift must be >= 0 and < 0.5 (0.01 is 1 %), not {value!r}")
+    return float(value)
+
+
+@dataclass(frozen=True)
+class LeaseTiming:
+    """What the lease rule needs from the user: the servers' tickTime (None: learn it)
+    and the clock-rate margin. Validated once, passed down as one object."""
+
+    tick_time: float | None = None
+    clock_drift: float = 0.01
+
+    @classmethod
+    def of(cls, tick: object, drift: object) -> LeaseTiming:
+        return cls(tick_time(tick), clock_drift(drift))
+
+
+DEFAULT_LEASE_TIMING = LeaseTiming()

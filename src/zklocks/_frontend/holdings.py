@@ -150,6 +150,22 @@ class HoldingTable(Generic[L]):
             del self._by_owner[owner]
             return holding.lease
 
+    def leave_lease(self, lease: L, *, if_held: bool = False) -> L | None:
+        """``leave`` for whichever owner holds ``lease`` (a release from another thread
+        or task). ``NotHeld`` if none does (released already), unless ``if_held``."""
+        with self._mutex:
+            owner = next((o for o, h in self._by_owner.items() if h.lease is lease), None)
+            if owner is None:
+                if if_held:
+                    return None
+                raise NotHeld(f"{self.config.path}: this lease was released already")
+            holding = self._by_owner[owner]
+            holding.count -= 1
+            if holding.count > 0:
+                return None
+            del self._by_owner[owner]
+            return holding.lease
+
     def take_stale(self, owner: object) -> L | None:
         """Remove and return a lost holding of ``owner`` (its node still needs deleting)."""
         with self._mutex:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import inspect
 import ssl as _ssl
+import warnings
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
@@ -30,8 +31,10 @@ class LockMaker(Generic[LockT, ReadWriteT]):
         hosts: str,
         session_timeout: float,
         connect_timeout: float,
-        ensemble_lag: float | None = None,
         *,
+        tick_time: object = None,
+        clock_drift: object = _validate.LeaseTiming.clock_drift,
+        ensemble_lag: object = None,
         auth: object = None,
         acl: object = "open",
         ssl: object = None,
@@ -42,7 +45,16 @@ class LockMaker(Generic[LockT, ReadWriteT]):
         self._requested_timeout = _validate.session_timeout(session_timeout)
         self._granted_timeout: float | None = None  # the last session's, once stopped
         self.connect_timeout = _validate.session_timeout(connect_timeout)
-        self.ensemble_lag = None if ensemble_lag is None else _validate.ensemble_lag(ensemble_lag)
+        self.lease_timing = _validate.LeaseTiming.of(tick_time, clock_drift)
+        if ensemble_lag is not None:
+            warnings.warn(
+                "ensemble_lag is no longer used and is ignored: on an ensemble the lease is "
+                "now proven through the leader, which needs the servers' tickTime "
+                "(tick_time=..., learnt from the servers when they allow it); see "
+                "docs/locks.md, 'What lost means'",
+                DeprecationWarning,
+                stacklevel=3,
+            )
         # Security options (docs/security.md); the credentials' secrets stay out of reprs.
         self._credentials = _security.credentials(auth)
         self._acl = _security.acl_policy(acl, self._credentials)

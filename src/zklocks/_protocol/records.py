@@ -222,9 +222,17 @@ class Multi:
     When the transaction fails nothing is applied and the request fails with the error
     of the op that failed; that error's ``results`` holds one error per op
     (``RolledBackError`` before it, ``RuntimeInconsistencyError`` after it).
+    ``deadline`` and ``retry`` are read by drivers, as on the flows' other requests.
     """
 
     ops: tuple[MultiOp, ...]
+    deadline: float | None = None
+    retry: bool = False
+
+    @property
+    def path(self) -> str:
+        """The first op's path ("/" with none): what a trace or a log shows for it."""
+        return self.ops[0].path if self.ops else "/"
 
     def __post_init__(self) -> None:
         for op in self.ops:

@@ -119,14 +119,21 @@ class Expired:
 
 
 class Reply:
-    """The answer to one request: ``value`` is the reply, or a ``ZooKeeperError`` if not ok."""
+    """The answer to one request: ``value`` is the reply, or a ``ZooKeeperError`` if not ok.
 
-    __slots__ = ("ok", "token", "value")
+    ``through_leader`` is true for a successful sync or write: on an ensemble the member
+    forwarded it to the leader and answered only once the leader's answer came back on
+    the ordered leader-to-member stream. The lease rule (``_transport/lease_rule.py``)
+    needs that fact and nothing else about the request.
+    """
 
-    def __init__(self, token: Any, ok: bool, value: Any) -> None:
+    __slots__ = ("ok", "through_leader", "token", "value")
+
+    def __init__(self, token: Any, ok: bool, value: Any, through_leader: bool = False) -> None:
         self.token = token
         self.ok = ok
         self.value = value
+        self.through_leader = through_leader
 
     def __repr__(self) -> str:
         return f"Reply(token={self.token!r}, ok={self.ok}, value={self.value!r})"
@@ -162,8 +169,35 @@ class ReceiveError(MarshallingError):
         self.events = events
 
 
+# Requests a follower forwards to the leader (ZooKeeper's FollowerRequestProcessor): the
+# writes and sync. A multi of reads (MULTI_READ) and every read are answered locally.
+_THROUGH_LEADER = frozenset(
+    {
+        OpCode.CREATE,
+        OpCode.CREATE2,
+        OpCode.CREATE_CONTAINER,
+        OpCode.CREATE_TTL,
+        OpCode.DELETE,
+        OpCode.DELETE_CONTAINER,
+        OpCode.SET_DATA,
+        OpCode.SET_ACL,
+        OpCode.MULTI,
+        OpCode.SYNC,
+    }
+)
+
+
 class _Pending:
-    __slots__ = ("decode", "nonode_watch", "ok_watch", "path", "token", "watcher", "xid")
+    __slots__ = (
+        "decode",
+        "nonode_watch",
+        "ok_watch",
+        "path",
+        "through_leader",
+        "token",
+        "watcher",
+        "xid",
+    )
 
     def __init__(
         self,
@@ -179,6 +213,7 @@ class _Pending:
         self.nonode_watch = plan.nonode_watch
         self.token = token
         self.watcher = watcher
+        self.through_leader = plan.opcode in _THROUGH_LEADER
 
 
 class Session:
@@ -472,7 +507,7 @@ class Session:
             return self._multi_reply(p.token, value)
         if p.watcher is not None and p.ok_watch is not None:
             self.watches.add(p.ok_watch, p.path or "/", p.watcher)
-        return Reply(p.token, True, value)
+        return Reply(p.token, True, value, p.through_leader)
 
     @staticmethod
     def _multi_reply(token: Any, results: list[Any]) -> Reply:
@@ -486,6 +521,6 @@ class Session:
                     break
                 failed = failed or result
         if failed is None:
-            return Reply(token, True, results)
+            return Reply(token, True, results, True)
         failed.results = results
         return Reply(token, False, failed)

@@ -13,16 +13,20 @@ from typing import Any, Protocol
 from zklocks._core import events as _events
 from zklocks._core import validate as _validate
 from zklocks._core.errors import ClientClosed, InvalidArgument
+from zklocks._core.events import ConnectionState
 from zklocks._core.flow import Acquired, Flow
 from zklocks._core.lease import Lease, LeaseKeeper
 from zklocks._core.nodes import ELECTION_KIND
 from zklocks._core.security import ACL
+from zklocks._core.validate import DEFAULT_LEASE_TIMING, LeaseTiming
 from zklocks._frontend.holdings import LockConfig
 from zklocks._frontend.lockmaker import DEFAULT_HOSTS, LockMaker, show_concrete_types
 from zklocks._sync import driver
 from zklocks._sync.election import Election, MultiLock
 from zklocks._sync.locks import Lock, ReadWriteLock
 from zklocks._sync.session import SyncSession
+from zklocks._sync.transaction import Transaction
+from zklocks._transport import forks
 from zklocks._vocabulary import SessionFacts, SessionState
 
 
@@ -39,7 +43,7 @@ class SessionFactory(Protocol):
         *,
         session_timeout: float,
         connect_timeout: float,
-        ensemble_lag: float | None = None,
+        lease_timing: LeaseTiming = DEFAULT_LEASE_TIMING,
     ) -> StartableSession: ...
 
 
@@ -48,7 +52,7 @@ def _default_session_factory(
     *,
     session_timeout: float,
     connect_timeout: float,
-    ensemble_lag: float | None = None,
+    lease_timing: LeaseTiming = DEFAULT_LEASE_TIMING,
     ssl: SSLContext | None = None,
     auth: Sequence[tuple[str, bytes]] = (),
 ) -> StartableSession:
@@ -58,7 +62,7 @@ def _default_session_factory(
         hosts,
         session_timeout=session_timeout,
         connect_timeout=connect_timeout,
-        ensemble_lag=ensemble_lag,
+        lease_timing=lease_timing,
         ssl=ssl,
         auth=auth,
     )
@@ -74,10 +78,12 @@ class Client(LockMaker[Lock, ReadWriteLock]):
     released. The server clamps it to its own bounds: ``client.session_timeout`` says
     what was granted once connected. Use as a context manager, or call ``start()`` and
     ``stop()``; a client garbage-collected without ``stop()`` warns (``ResourceWarning``).
-    ``ensemble_lag`` (seconds) is how far an ensemble member's answers may outrun the
-    leader's session timer: the servers' (syncLimit + 1) x tickTime. ``None`` means 0
-    on a standalone server and ``session_timeout / 4`` on an ensemble; see
-    docs/locks.md, "What lost guarantees on an ensemble".
+    ``tick_time`` (seconds) is the servers' tickTime, which the lease rule on an
+    ensemble needs; ``None`` (the default) asks the server (the ``conf`` four-letter word,
+    or the AdminServer) and, where neither answers, assumes the worst and says so at
+    WARNING. ``clock_drift`` (default 0.01, i.e. 1 %) is the clock-rate error every lease
+    computation allows for. See docs/locks.md, "What lost means". ``ensemble_lag`` is
+    no longer used (DeprecationWarning).
     ``session_factory`` replaces the transport (``zklocks.sim`` runs clients on its
     in-memory model this way); leave it out to talk to ZooKeeper.
 
@@ -99,6 +105,8 @@ class Client(LockMaker[Lock, ReadWriteLock]):
         *,
         session_timeout: float = 10.0,
         connect_timeout: float = 15.0,
+        tick_time: float | None = None,
+        clock_drift: float = 0.01,
         ensemble_lag: float | None = None,
         auth: Sequence[tuple[str, str | bytes]] | None = None,
         acl: str | Sequence[ACL] = "open",
@@ -108,7 +116,15 @@ class Client(LockMaker[Lock, ReadWriteLock]):
         if session_factory is None:  # (a factory of its own decides what hosts means)
             _validate.hosts(hosts)  # a bad connect string fails here, not at start()
         super().__init__(
-            hosts, session_timeout, connect_timeout, ensemble_lag, auth=auth, acl=acl, ssl=ssl
+            hosts,
+            session_timeout,
+            connect_timeout,
+            tick_time=tick_time,
+            clock_drift=clock_drift,
+            ensemble_lag=ensemble_lag,
+            auth=auth,
+            acl=acl,
+            ssl=ssl,
         )
         if session_factory is not None and (self._credentials or self._acl or self._ssl):
             raise InvalidArgument(
@@ -123,6 +139,7 @@ class Client(LockMaker[Lock, ReadWriteLock]):
         self._keeper = LeaseKeeper(self._facts, self._call_later)
         self._mutex = threading.Lock()
         self._starting = False
+        self._forked = False  # inherited by a forked child: refuses every call
 
     def __repr__(self) -> str:
         state = "stopped" if self._stopped else "started" if self._session else "new"
@@ -135,9 +152,12 @@ class Client(LockMaker[Lock, ReadWriteLock]):
 
         Raises ``ConnectionFailed`` (a ``TimeoutError``) if no server answers within
         ``connect_timeout``, naming each host and what went wrong with it; ``ClientClosed``
-        if the client was stopped (a client is started once).
+        if the client was stopped (a client is started once), or was started in a process
+        this one was forked from (see docs/recipes.md).
         """
         driver.warn_if_in_event_loop(stacklevel=3)
+        if self._forked:
+            raise ClientClosed(forks.INHERITED)
         if self._stopped:
             raise ClientClosed("a stopped client cannot be started again; make a new one")
         if self._session is not None:
@@ -146,10 +166,11 @@ class Client(LockMaker[Lock, ReadWriteLock]):
             self.hosts,
             session_timeout=self._requested_timeout,
             connect_timeout=self.connect_timeout,
-            ensemble_lag=self.ensemble_lag,
+            lease_timing=self.lease_timing,
         )
         # weakly: a client dropped without stop() can be collected, and warns
         session.add_state_listener(_events.weak_method(self._on_session_state))
+        forks.track(self)
         self._starting = True
         try:
             session.start()
@@ -161,8 +182,13 @@ class Client(LockMaker[Lock, ReadWriteLock]):
     def stop(self) -> None:
         """Close the session: the server deletes our nodes at once; leases become lost.
 
-        Idempotent; never raises for a connection problem.
+        Idempotent; never raises for a connection problem. On a client inherited across
+        fork it only forgets the parent's session: nothing is sent, the parent keeps it.
         """
+        forks.untrack(self)
+        if self._forked:  # no lock taken: one held by a parent's thread stays held here
+            self._stopped = True
+            return
         with self._mutex:
             self._stopped = True
             self._remember_granted_timeout()
@@ -179,7 +205,8 @@ class Client(LockMaker[Lock, ReadWriteLock]):
         self._states.on_session_state(state)
 
     def __del__(self) -> None:
-        if getattr(self, "_session", None) is not None and not self._stopped:
+        unstopped = getattr(self, "_session", None) is not None and not self._stopped
+        if unstopped and not getattr(self, "_forked", False):  # a child's copy: not ours
             warnings.warn(
                 f"{self!r} was never stopped: its session stays open (and its locks held) "
                 "until the process exits; call stop() or use `with`",
@@ -230,13 +257,34 @@ class Client(LockMaker[Lock, ReadWriteLock]):
         """Several locks held as one, taken in one global order (no deadlock)."""
         return MultiLock(locks)
 
+    def transaction(self, *, guard: Lease | None = None) -> Transaction:
+        """ZooKeeper ops applied all or none, with ``commit()`` (see ``Transaction``).
+
+        With ``guard=lease`` the commit applies them only if the lease's node still
+        exists when ZooKeeper applies them: a lock-protected write to ZooKeeper that a
+        holder paused past its session cannot make (docs/fencing.md). Nodes created get
+        this client's ``acl``. ``InvalidArgument`` if ``guard`` is not a lease.
+        """
+        return Transaction(self._session_or_raise, guard, self._acl)
+
     # -- for the lock classes and tools ------------------------------------------------
 
     def _run(self, flow: Flow) -> Any:
         """Run a read-only flow (e.g. ``list_contenders``) on this client's session."""
         return driver.run(flow, self._session_or_raise())
 
+    def _after_fork_in_child(self) -> None:
+        """(``forks``) In a forked child: refuse every call from now on; the leases read
+        as lost. Attributes only: no lock, no listener (the session drops its sockets)."""
+        if self._session is None and not self._starting:
+            return  # never started: nothing was inherited, and it may start here
+        self._forked = True
+        self._states.state = ConnectionState.CLOSED
+        self._keeper.disown_all(forks.INHERITED_LEASE)
+
     def _session_or_raise(self) -> SyncSession:
+        if self._forked:
+            raise ClientClosed(forks.INHERITED)
         session = self._session
         if session is None or session.closed:
             word = "stopped" if self._stopped else "not started (call start() or use `with`)"
@@ -254,6 +302,10 @@ class Client(LockMaker[Lock, ReadWriteLock]):
         return None if session is None else session.facts
 
     def _session_or_none(self) -> SyncSession | None:
+        """The session to release on: None once stopped (nothing to delete then);
+        ``ClientClosed`` in a forked child (the lease is the parent's to release)."""
+        if self._forked:
+            raise ClientClosed(forks.INHERITED)
         session = self._session
         return None if session is None or session.closed else session
 

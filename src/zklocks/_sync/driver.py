@@ -6,21 +6,41 @@ the flow's business (``zklocks._core.steps``). Interruptions (KeyboardInterrupt,
 exception while blocked) are thrown *into* the flow, which cleans up by yielding more
 operations (delete our node) and then re-raises; the driver keeps executing those
 operations. A flow is never ``close()``d.
+
+A ``Cleanup`` runs on a thread of the session's (``in_background``) while the caller
+waits for it until its deadline: past that the caller leaves with its error, and the
+cleanup goes on without it (bounded: its retries, and the session's end).
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import functools
+import logging
 import threading
 import warnings
 from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from zklocks._core.errors import ClientClosed
 from zklocks._core.flow import Flow
-from zklocks._core.ops import TIMED_OUT, Op, Pipeline, Reply, SessionId, Wait, Wake, too_late
+from zklocks._core.ops import (
+    TIMED_OUT,
+    Cleanup,
+    Op,
+    Pipeline,
+    Reply,
+    SessionId,
+    Wait,
+    Wake,
+    too_late,
+)
 from zklocks._sync.session import SyncSession
 from zklocks._vocabulary import WatchEvent
+
+log = logging.getLogger("zklocks.lock")
 
 
 def warn_if_in_event_loop(stacklevel: int) -> None:
@@ -67,7 +87,31 @@ def execute(op: Op, session: SyncSession, inbox: Inbox) -> Reply:
         return inbox.take(op.deadline, clock)
     if isinstance(op, SessionId):
         return session.session_id()
+    if isinstance(op, Cleanup):
+        return clean_up(op, session)
     return session.call((op,), op.deadline)[0]
+
+
+def clean_up(op: Cleanup, session: SyncSession) -> Reply:
+    """Run the cleanup steps apart from the caller; wait for them until ``op.deadline``.
+
+    An interruption (Ctrl-C) ends the wait, not the cleanup: the steps run on.
+    """
+    done = session.in_background(functools.partial(run, op.steps, session))
+    remaining = None if op.deadline is None else max(op.deadline - session.facts.clock(), 0.0)
+    finished, _ = concurrent.futures.wait((done,), remaining)
+    if finished:
+        done.result()  # what the steps raised goes into the flow, as if run in it
+    else:
+        done.add_done_callback(_report_late_failure)
+    return None
+
+
+def _report_late_failure(done: concurrent.futures.Future[Any]) -> None:
+    """A cleanup that failed after its caller left: nobody else will hear of it."""
+    error = done.exception()
+    if error is not None and not isinstance(error, ClientClosed):
+        log.warning("cleanup after the caller left failed: %r", error)
 
 
 class Inbox:

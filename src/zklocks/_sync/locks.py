@@ -66,7 +66,9 @@ class Lock(LockCore[Lease]):
         """Block until held (or ``timeout`` seconds pass) and return the lease.
 
         Raises ``LockTimeout`` (a ``TimeoutError``) when the time runs out, with our node
-        deleted; ``AlreadyHeld`` if this thread holds it and it is not reentrant, or holds
+        deleted (a server that cannot take the delete within a quarter second past the
+        timeout gets it from a cleanup that goes on apart, so the call still ends on
+        time); ``AlreadyHeld`` if this thread holds it and it is not reentrant, or holds
         the same path through another lock object in a way that would wait on itself;
         ``InvalidArgument`` for a bad ``timeout``; ``ClientClosed`` if the client is not
         started or was stopped; ``LockError`` if ZooKeeper refused a request (for
@@ -107,6 +109,7 @@ class Lock(LockCore[Lease]):
             return None
         lease = self._client._watch_lease(acquired)
         lease._label(probe.kind, probe.path)
+        lease._releaser = self._release_lease
         self._holdings.add(owner, lease)
         return lease
 
@@ -115,10 +118,17 @@ class Lock(LockCore[Lease]):
 
         After the lease was lost this still deletes our node if it is there, and does not
         raise: the caller learns of the loss from the lease (or from leaving ``with``).
+        ``lease.release()`` releases a given lease from any thread.
         """
         lease = self._holdings.leave(threading.get_ident())
         if lease is not None:
             self._give_up(lease)
+
+    def _release_lease(self, lease: Lease, if_held: bool) -> None:
+        """``lease.release()``: one release of whichever thread holds ``lease``."""
+        last = self._holdings.leave_lease(lease, if_held=if_held)
+        if last is not None:
+            self._give_up(last)
 
     def _give_up(self, lease: Lease) -> None:
         # once lost (our node deleted by someone, say), whoever holds ``lock`` now may

@@ -7,11 +7,15 @@ that the loop thread, which reads every reply, releases once all are answered: n
 hand-off to the loop per call. Otherwise (TLS, cut off, connecting, closing) the call
 is handed to the loop, which sends or queues it as the connection's state says.
 Timers (``call_later``) share one loop timer, so arming one costs no hand-off either.
+A flow's cleanup that must not hold its caller runs on a thread of its own
+(``in_background``); ``close()`` joins those threads after the connection is closed,
+when every request they make fails at once.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import heapq
 import itertools
@@ -19,19 +23,24 @@ import ssl as _ssl
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from zklocks._core.errors import InvalidArgument
 from zklocks._core.ops import TIMED_OUT, GetData, Reply, Request
+from zklocks._core.validate import DEFAULT_LEASE_TIMING, LeaseTiming
 from zklocks._protocol.errors import (
     ClientClosedError,
     ConnectionFailedError,
     NoNodeError,
     ZooKeeperError,
 )
+from zklocks._transport import forks
 from zklocks._transport.adapter import connection_failed, facts_of, reply_of, submit_all
 from zklocks._transport.connection import Connection
 from zklocks._vocabulary import SessionState, StateListener, Watcher, WatchEvent, WatchKind
+
+T = TypeVar("T")
+_JOIN_APART = 5.0  # how long close() waits for each cleanup thread (they end at once)
 
 
 class _Latch:
@@ -193,7 +202,7 @@ class NativeSession:
         *,
         session_timeout: float,
         connect_timeout: float,
-        ensemble_lag: float | None = None,
+        lease_timing: LeaseTiming = DEFAULT_LEASE_TIMING,
         ssl: _ssl.SSLContext | None = None,
         auth: Sequence[tuple[str, bytes]] = (),
     ) -> None:
@@ -202,7 +211,8 @@ class NativeSession:
         self._connection = Connection(
             hosts,
             session_timeout=session_timeout,
-            ensemble_lag=ensemble_lag,
+            tick_time=lease_timing.tick_time,
+            clock_drift=lease_timing.clock_drift,
             ssl=ssl,
             auth=auth,
         )
@@ -215,6 +225,7 @@ class NativeSession:
         self._closed = False
         self._pending: set[_Latch] = set()  # calls handed to the loop, not yet answered
         self._pending_lock = threading.Lock()
+        self._apart: set[threading.Thread] = set()  # cleanups running apart from callers
         self._connected = asyncio.Event()
         self._connection.add_state_listener(self._track_connected)
         self._timers = _Timers(self._loop)
@@ -223,6 +234,7 @@ class NativeSession:
     # -- lifecycle ------------------------------------------------------------------------
 
     def start(self) -> None:
+        forks.track(self)  # from before the thread exists: a fork meanwhile is covered too
         self._thread.start()
         try:
             self._run(self._connection.start(self._connect_timeout))
@@ -238,7 +250,9 @@ class NativeSession:
                 f"chroot {self._connection.chroot} does not exist on the server; "
                 "create it first, or remove it from the hosts string"
             )
-        self._loop.call_soon_threadsafe(self._connected.set)
+        # Connected, unless the connection is gone already (one that died at birth): a
+        # request with a deadline must not be queued for the next one.
+        self._loop.call_soon_threadsafe(lambda: self._track_connected(self._connection.state))
 
     def close(self) -> None:
         if self._closed:
@@ -252,6 +266,7 @@ class NativeSession:
     def _shut_down(self) -> None:
         with self._pending_lock:
             self._closed = True
+        forks.untrack(self)
         if self._thread.is_alive():
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join()
@@ -261,6 +276,26 @@ class NativeSession:
             stranded, self._pending = self._pending, set()
         for latch in stranded:  # handed to the loop as it stopped: never to be answered
             latch.set([ClientClosedError() for _ in range(latch.count)])
+        with self._pending_lock:
+            apart = list(self._apart)
+        for thread in apart:  # every call they make now answers ClientClosedError
+            thread.join(_JOIN_APART)
+
+    def _after_fork_in_child(self) -> None:
+        """(``forks``) In a forked child the loop thread is gone, and the connection is
+        the parent's. Every call now answers ``ClientClosedError`` at once and ``close()``
+        returns at once; the sockets and the loop's epoll descriptor (shared with the
+        parent's loop) are let go quietly. The loop is never run, stopped or closed here.
+        """
+        self._closed = True
+        self._pending = set()  # the parent's callers' latches: nobody waits for them here
+        self._apart = set()  # threads of the parent's: none runs here
+        self._connection.forget_after_fork()
+        selector = getattr(self._loop, "_selector", None)  # asyncio names it privately
+        fileno = getattr(selector, "fileno", None)
+        if callable(fileno):
+            forks.drop_descriptors([fileno()])
+        forks.keep(self)
 
     def _run(self, coroutine: Any) -> Any:
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
@@ -313,13 +348,19 @@ class NativeSession:
         watcher: Watcher | None,
         done: _Latch,
     ) -> None:
-        """Cut off: send once reconnected, or answer TIMED_OUT (never sent) at the deadline."""
-        try:
-            remaining = deadline - self._loop.time()
-            await asyncio.wait_for(self._connected.wait(), max(0.0, remaining))
-        except asyncio.TimeoutError:
-            done.set([TIMED_OUT for _ in requests])
-            return
+        """Cut off: send once reconnected, or answer TIMED_OUT (never sent) at the deadline.
+
+        Woken by a connection that is gone again (one that died at birth), it waits on:
+        handed to the connection now, the request would be queued for the next one,
+        past its deadline.
+        """
+        while not self._connected.is_set():
+            try:
+                remaining = deadline - self._loop.time()
+                await asyncio.wait_for(self._connected.wait(), max(0.0, remaining))
+            except asyncio.TimeoutError:
+                done.set([TIMED_OUT for _ in requests])
+                return
         self._submit(requests, watcher, done)
 
     def _submit(self, requests: Sequence[Request], watcher: Watcher | None, done: _Latch) -> None:
@@ -340,6 +381,31 @@ class NativeSession:
 
         for future in futures:
             future.add_done_callback(one_answered)
+
+    def in_background(self, work: Callable[[], T]) -> concurrent.futures.Future[T]:
+        """Run ``work`` on a thread of its own; ``close()`` joins it. Not a pool: cleanup
+        is rare (a timeout, an error), and an idle worker would outlive every use."""
+        done: concurrent.futures.Future[T] = concurrent.futures.Future()
+
+        def apart() -> None:
+            try:
+                done.set_result(work())
+            except BaseException as exc:  # the caller, or the driver's log, reads it
+                done.set_exception(exc)
+            finally:
+                with self._pending_lock:
+                    self._apart.discard(thread)
+
+        thread = threading.Thread(target=apart, name="zklocks-cleanup", daemon=True)
+        with self._pending_lock:
+            closed = self._closed
+            if not closed:
+                self._apart.add(thread)
+        if closed:  # nothing to wait for: every request fails at once
+            apart()
+        else:
+            thread.start()
+        return done
 
     def watch_node(self, path: str, watcher: Watcher) -> None:
         if self._closed:

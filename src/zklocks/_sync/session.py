@@ -7,13 +7,16 @@ touching a flow, a strategy or a lock class.
 
 from __future__ import annotations
 
+import concurrent.futures
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from zklocks._core.ops import Reply, Request
 from zklocks._vocabulary import SessionFacts, StateListener, Watcher
 
 __all__ = ["SyncSession"]
+
+T = TypeVar("T")
 
 
 class SyncSession(Protocol):
@@ -44,6 +47,11 @@ class SyncSession(Protocol):
     def call_later(self, delay: float, fn: Callable[[], None]) -> Callable[[], None]:
         """Run ``fn`` after ``delay`` seconds on the session's event thread; returns a
         canceller. The lease keeper's timers use it: no thread per timer."""
+        ...
+
+    def in_background(self, work: Callable[[], T]) -> concurrent.futures.Future[T]:
+        """Run ``work`` apart from the caller (a flow's cleanup, which must not hold its
+        caller past the call's deadline); ``close()`` waits for it to end."""
         ...
 
     def session_id(self) -> int: ...

@@ -44,13 +44,13 @@ def facts_of(connection: Connection) -> SessionFacts:
     """The facts a lease reads, straight from the connection.
 
     The lease counts from ``lease_sent``: the last answer the session's timer has surely
-    counted (``last_answered_sent`` on a standalone server; earlier on an ensemble).
+    counted, with every margin taken off (see ``lease_rule.py``).
     """
     return SessionFacts(
         clock=time.monotonic,
         session_timeout=lambda: connection.session_timeout,
         last_answered_sent=lambda: connection.lease_sent,
-        lagging=lambda: connection.ensemble_lag > 0,
+        lagging=lambda: connection.lease_lagging,
         connected=lambda: connection.state is SessionState.CONNECTED,
     )
 

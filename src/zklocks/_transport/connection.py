@@ -45,8 +45,10 @@ that needs a clock, a socket or a callback:
 * **Lease time.** ``last_answered_sent`` is the ``time.monotonic()`` at which the most
   recently answered request (pings and the handshake included) was sent: the server
   heard from us no earlier than that, so the session lives at least until that instant
-  plus the session timeout — on a standalone server. On an ensemble a lease counts from
-  ``lease_sent`` instead (see that property).
+  plus the session timeout — on a standalone server. A lease counts from ``lease_sent``
+  instead, which the lease rule (``lease_rule.py``) keeps: every margin taken off, and on
+  an ensemble only what the leader has surely counted. On an ensemble the connection
+  also sends a renewing ``sync`` every ``renew_interval`` to keep that proof fresh.
 """
 
 from __future__ import annotations
@@ -102,6 +104,9 @@ from zklocks._protocol.session import (
     Session,
 )
 from zklocks._transport import diagnose as _diagnose
+from zklocks._transport import forks as _forks
+from zklocks._transport import lease_rule as _lease_rule
+from zklocks._transport.server_conf import learn_timing
 from zklocks._vocabulary import SessionState, StateListener, Watcher, WatchEvent, WatchKind
 
 __all__ = ["Connection"]
@@ -120,8 +125,7 @@ log = logging.getLogger("zklocks.connection")
 _CLOSE_REPLY_TIMEOUT = 2.0  # how long close() waits for the closeSession answer
 _BACKOFF_MIN = 0.02
 _BACKOFF_MAX = 1.0
-_MERGE_ANSWERS = 0.005  # answers closer than this share one entry of the proof history
-_DEFAULT_LAG_SHARE = 4  # on an ensemble, ensemble_lag defaults to session_timeout / 4
+_LEARN_TIMING_TIMEOUT = 1.0  # at most this of start() asking the server for tickTime
 
 
 class _Wire(asyncio.Protocol):
@@ -173,7 +177,8 @@ class Connection:
         connect_timeout: float | None = None,
         randomize_hosts: bool = True,
         max_request_size: int = DEFAULT_MAX_BUFFER,
-        ensemble_lag: float | None = None,
+        tick_time: float | None = None,
+        clock_drift: float = _lease_rule.DEFAULT_CLOCK_DRIFT,
     ) -> None:
         addresses, chroot = codec.parse_hosts(hosts)
         if randomize_hosts:
@@ -211,13 +216,19 @@ class Connection:
         self._failures: dict[str, str] = {}  # host -> why it first failed (this outage)
         self._reported: set[tuple[str, str]] = set()  # (host, kind of failure) logged
         self._refusals: set[str] = set()  # hosts that refused us (TLS), this outage
-        # The lease rule on an ensemble (see ``lease_sent``). Until start() has learnt
-        # whether the server is one of an ensemble, assume the worst: nothing is proven.
-        self._lag_option = ensemble_lag
-        self._lag = session_timeout if ensemble_lag is None else ensemble_lag
-        self._answers: deque[tuple[float, float]] = deque()  # (sent, answered), unproven
-        self._proven_sent: float | None = None
-        self._handshake_sent: float | None = None
+        # The lease rule (see ``lease_sent``). Until start() has learnt whether the server
+        # is one of an ensemble, and its tickTime, assume the worst ZooKeeper allows.
+        self._clock_drift = clock_drift
+        self._timing = (
+            None if tick_time is None else _lease_rule.Timing(tick_time, "tick_time option")
+        )
+        self._rule: _lease_rule.LeaseRule = _lease_rule.for_ensemble(
+            session_timeout,
+            clock_drift,
+            self._timing or _lease_rule.assumed_timing(session_timeout),
+        )
+        self._last_renewal = 0.0  # when the last renewing sync was sent
+        self._address: tuple[str, int] | None = None  # the member of the last handshake
         self._reconnect_backoff = _BACKOFF_MIN
         self._connected_at = 0.0
         self.ensemble: bool | None = None  # None: not known (yet)
@@ -262,28 +273,35 @@ class Connection:
         return self._session.chroot
 
     @property
-    def ensemble_lag(self) -> float:
-        """Seconds by which an ensemble member's answers may outrun the leader's timer."""
-        return self._lag
+    def lease_rule(self) -> _lease_rule.LeaseRule:
+        """The rule that keeps ``lease_sent`` (``Standalone`` or, on an ensemble, a chain)."""
+        return self._rule
+
+    @property
+    def timing(self) -> _lease_rule.Timing | None:
+        """The servers' tickTime as given or learnt (``timing.assumed``: neither); None on
+        a standalone server."""
+        if not self.ensemble:
+            return None
+        rule = self._rule
+        return rule.timing if isinstance(rule, _lease_rule.SyncChain) else self._timing
+
+    @property
+    def lease_lagging(self) -> bool:
+        """Can the lease run out while connected (an ensemble)? Then a timer watches it."""
+        return self._rule.lagging
 
     @property
     def lease_sent(self) -> float | None:
-        """The send time of the latest answer the session's *timer* has surely counted.
+        """The instant from which the session timeout surely counts, margins taken off.
 
-        On a standalone server that is ``last_answered_sent``. On an ensemble only the
-        leader times sessions, and a member cut off from it goes on answering for up to
-        syncLimit x tickTime before it gives up (a follower relays our touches only in
-        its replies to the leader's pings): so an answer counts once the same connection
-        has brought another answer ``ensemble_lag`` seconds later (the member was still
-        following then), and a handshake counts ``ensemble_lag`` early (the leader
-        revalidated the session, but that leader may be about to lose its quorum).
-        See docs/locks.md, "What lost guarantees on an ensemble".
+        On a standalone server that is ``last_answered_sent`` less the clock-drift
+        margin. On an ensemble only the leader times sessions, and a member cut off from
+        it goes on answering (a follower relays our touches only in its replies to the
+        leader's pings): only a chain of syncs proves what the leader counted. See
+        ``lease_rule.py`` and docs/locks.md, "What lost means".
         """
-        proven = self._proven_sent
-        if self._handshake_sent is None:
-            return proven
-        handshake = self._handshake_sent - self._lag
-        return handshake if proven is None else max(proven, handshake)
+        return self._rule.lease_sent()
 
     @property
     def hosts(self) -> list[str]:
@@ -374,6 +392,20 @@ class Connection:
             self._started.exception()
         if self._closed_event is not None:
             self._closed_event.set()
+
+    def forget_after_fork(self) -> None:
+        """In a forked child, where this connection is the parent's: never write to it
+        again, and let go of the child's copies of its sockets without a byte sent (see
+        ``forks``). No closeSession, no listener, no lock (one held by a thread of the
+        parent at the fork stays held here)."""
+        self._closing = True  # anything submitted from now on fails with ClientClosedError
+        self._state = SessionState.CLOSED
+        sockets: list[Any] = [self._direct, *self._retired]
+        for wire in (self._wire, self._attempt, *self._abandoned):
+            if wire is not None and wire.transport is not None:
+                sockets.append(wire.transport.get_extra_info("socket"))
+        # the socket objects stay as they are (closing one later closes /dev/null)
+        _forks.drop_descriptors(sock.fileno() for sock in sockets if sock is not None)
 
     def _loop_or_running(self) -> asyncio.AbstractEventLoop:
         return self._loop or asyncio.get_running_loop()
@@ -597,7 +629,22 @@ class Connection:
         raw = wire.transport.get_extra_info("socket")
         if raw is None:
             return
-        direct = socket.socket(fileno=os.dup(raw.fileno()))
+        # Dead at birth: bytes read with the handshake's answer broke the protocol (a
+        # reply nobody asked for), and the wire was aborted, its socket closed, before
+        # it got here. That, or any failure to duplicate the socket, is a dropped
+        # connection like any other: the supervisor sees ``lost`` and reconnects.
+        if wire.transport.is_closing():
+            return
+        try:
+            direct = socket.socket(fileno=os.dup(raw.fileno()))
+        except Exception:
+            log.warning(
+                "cannot write to %s from callers' threads; dropping the connection",
+                self.last_host,
+                exc_info=True,
+            )
+            wire.abort()
+            return
         with self._send_lock:
             self._stop_direct_locked()
             self._direct, self._direct_wire = direct, wire
@@ -642,7 +689,7 @@ class Connection:
                 last = self.last_answered_sent
                 if last is None or sent > last:
                     self.last_answered_sent = sent
-                self._prove(sent, self._last_recv)
+                self._rule.answered(sent, self._last_recv, event.through_leader)
                 if future is None:
                     if not event.ok and isinstance(event.value, AuthFailedError):
                         # Credentials it accepted before are refused now: like the Java
@@ -663,27 +710,6 @@ class Connection:
             elif not wire.handshake.done():
                 assert isinstance(event, Established | Expired)
                 wire.handshake.set_result(event)
-
-    def _prove(self, sent: float, answered: float) -> None:
-        """Record an answer; prove the ones ``ensemble_lag`` older (see ``lease_sent``)."""
-        lag = self._lag
-        proven = self._proven_sent
-        if lag <= 0:
-            if proven is None or sent > proven:
-                self._proven_sent = sent
-            return
-        answers = self._answers
-        if answers and answered - answers[-1][1] < _MERGE_ANSWERS:
-            # Merged: the later answer time and the later send, so proven no sooner.
-            answers[-1] = (max(sent, answers[-1][0]), answered)
-        else:
-            answers.append((sent, answered))
-        cutoff = answered - lag
-        while answers and answers[0][1] <= cutoff:
-            first, _ = answers.popleft()
-            if proven is None or first > proven:
-                proven = first
-        self._proven_sent = proven
 
     def _notify(self, event: Notification) -> None:
         if not event.watchers:
@@ -784,17 +810,14 @@ class Connection:
         """One round trip after the first handshake: is this an ensemble, is the chroot there?
 
         ``/zookeeper/config`` lists the members of an ensemble and is empty on a
-        standalone server (which times sessions itself: no lag). A server that cannot
-        say (older than 3.5, or no answer in time) is taken for an ensemble.
+        standalone server (which times sessions itself: every answer counts). A server
+        that cannot say (older than 3.5, or no answer in time) is taken for an ensemble,
+        whose tickTime the lease rule then needs (``_learn_timing``).
         """
         chroot = self._session.chroot
-        requests: list[tuple[object, str | None]] = []
-        if self._lag_option is None:
-            requests.append((GetData("/zookeeper/config"), ""))
+        requests: list[tuple[object, str | None]] = [(GetData("/zookeeper/config"), "")]
         if chroot:
             requests.append((Exists("/"), None))
-        if not requests:
-            return
         loop = self._loop_or_running()
         wire = self._wire
         assert wire is not None
@@ -817,17 +840,67 @@ class Connection:
             answered.add_done_callback(lambda f: f.cancelled() or f.exception())  # retrieved
         ok = [f.done() and not f.cancelled() and f.exception() is None for f in futures]
         results = [f.result() if good else None for f, good in zip(futures, ok, strict=True)]
-        if self._lag_option is None:
-            config = results.pop(0)
-            data = config.data if isinstance(config, NodeData) else None
-            self.ensemble = data is None or b"server." in data
-            self._lag = self.session_timeout / _DEFAULT_LAG_SHARE if self.ensemble else 0.0
-            if self._lag <= 0:  # standalone: every answer so far counts
-                self._answers.clear()
-                self._proven_sent = self.last_answered_sent
-            self._set_intervals(self.session_timeout)
+        config = results[0]
+        data = config.data if isinstance(config, NodeData) else None
+        self.ensemble = data is None or b"server." in data
+        if not self.ensemble:  # standalone: every answer so far counts
+            rule = _lease_rule.Standalone(self.session_timeout, self._clock_drift)
+            if self.last_answered_sent is not None:
+                rule.connected(self.last_answered_sent, resumed=False)
+            self._rule = rule
         if chroot and ok[-1]:
             self.chroot_exists = results[-1] is not None
+        if self.ensemble:
+            await self._learn_timing(deadline)
+
+    async def _learn_timing(self, deadline: float) -> None:
+        """Give the ensemble's lease rule the servers' tickTime: the option, or asked.
+
+        Where nothing answers, the rule keeps the worst case ZooKeeper's defaults allow
+        (safe, but then a lease cannot be kept while connected): said once, at WARNING,
+        with the option that fixes it.
+        """
+        rule = self._rule
+        timing = self._timing
+        if timing is None and self._address is not None:
+            host, port = self._address
+            budget = min(_LEARN_TIMING_TIMEOUT, max(deadline - time.monotonic(), 0.05))
+            timing = await learn_timing(host, port, self._ssl, budget)
+        if timing is None:
+            log.warning(
+                "could not learn the ZooKeeper servers' tickTime from %s (the `conf` "
+                "four-letter word is not allowed and no AdminServer answered on port "
+                "8080); assuming the largest ZooKeeper's defaults allow for a %.3g s "
+                "session (%.3g s), under which a lease on an ensemble cannot be kept while "
+                "connected: pass tick_time=<the servers' tickTime in seconds> (CLI: "
+                "--tick-time or ZKLOCKS_TICK_TIME)",
+                self.last_host,
+                self.session_timeout,
+                self.session_timeout / 2,
+            )
+            return
+        self._timing = timing
+        if not isinstance(rule, _lease_rule.SyncChain):
+            return  # a planted rule (the nemesis' checker must catch it)
+        rule.timing = timing
+        log.info(
+            "ensemble tickTime %.3f s (from the %s); lease renewed by a sync every %.3f s",
+            timing.tick,
+            timing.source,
+            rule.renew_interval(),
+        )
+        if not rule.sustainable():
+            log.warning(
+                "a %.3g s session is too short to keep a lease on an ensemble with "
+                "tickTime %.3g s (a lease proven through the leader is about 3 sync "
+                "intervals plus a tick old); leases will be lost while connected: use a "
+                "session_timeout of at least %.3g s",
+                self.session_timeout,
+                timing.tick,
+                7 * timing.tick,
+            )
+        if self._wire is not None:
+            self._arm_timer()  # the renewal interval has changed
 
     def _disconnected(self, wire: _Wire) -> None:
         log.info("connection to %s lost (session %#x)", self.last_host, self.session_id)
@@ -1044,10 +1117,9 @@ class Connection:
         if isinstance(event, Established):
             # the handshake is an answered request: the server heard us no earlier
             self.last_answered_sent = sent
-            if not event.resumed:
-                self._proven_sent = None  # a new session: its own timer, from now on
-            self._handshake_sent = sent
-            self._answers.clear()  # what the last member answered proves nothing here
+            self._rule.negotiated(event.timeout_ms / 1000)
+            self._rule.connected(sent, event.resumed)  # a new session: its own timer
+            self._address = (host, port)
             self._connected_at = time.monotonic()
         return event
 
@@ -1079,18 +1151,20 @@ class Connection:
         self._set_state(SessionState.CONNECTED)
 
     def _set_intervals(self, timeout: float) -> None:
-        # A lease lasts from the last *proven* answer, which is up to ``ensemble_lag``
-        # plus a ping interval old: ping often enough that a healthy session's lease
-        # never runs out between two pings (timeout > lag + 2 x interval).
-        lag = self._lag
-        self._ping_interval = (timeout - lag) / 3 if 0 < lag < timeout else timeout / 3
+        # Pings keep the session and tell a dead connection; on an ensemble the renewing
+        # syncs (``_tick``) keep the lease, which pings cannot prove.
+        self._ping_interval = timeout / 3
         self._read_timeout = timeout * 2 / 3
 
     # ------------------------------------------------------------ the liveness timer
 
     def _arm_timer(self) -> None:
+        self._cancel_timer()
         loop = self._loop_or_running()
         due = min(self._last_recv + self._read_timeout, self._last_send + self._ping_interval)
+        renew = self._rule.renew_interval()
+        if renew is not None:
+            due = min(due, self._last_renewal + renew)
         self._timer = loop.call_later(max(due - time.monotonic(), 0), self._tick)
 
     def _cancel_timer(self) -> None:
@@ -1112,7 +1186,14 @@ class Connection:
             )
             wire.abort()
             return
-        if now - self._last_send >= self._ping_interval:
+        renew = self._rule.renew_interval()
+        if renew is not None and now - self._last_renewal >= renew:
+            # On an ensemble: a round trip through the leader that the lease rule counts
+            # (no transaction, no disk write); answered with no one waiting for it.
+            self._last_renewal = now
+            with self._send_lock:
+                self._write(self._session.request(Sync("/"), (None, now), None, chroot=""))
+        elif now - self._last_send >= self._ping_interval:
             with self._send_lock:
                 self._write(self._session.ping((None, now)))
         self._arm_timer()

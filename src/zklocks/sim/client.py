@@ -26,6 +26,7 @@ from zklocks._core.errors import InvalidArgument, LockTimeout
 from zklocks._core.lease import Lease, LeaseKeeper
 from zklocks._core.ops import (
     TIMED_OUT,
+    Cleanup,
     NodeData,
     Op,
     Pipeline,
@@ -33,6 +34,7 @@ from zklocks._core.ops import (
     Request,
     SessionId,
     Wait,
+    inline_cleanups,
     too_late,
 )
 from zklocks._protocol.errors import (
@@ -421,7 +423,10 @@ class SimClient:
     def drive(self, flow: _flow.Flow) -> Generator[Action, Any, Any]:
         """Run ``flow`` to its end as the sync driver does: send its requests, hand it the
         watch events of this run (``fired``) or the deadline; a planned interrupt is
-        thrown into it as the sync driver throws a KeyboardInterrupt."""
+        thrown into it as the sync driver throws a KeyboardInterrupt. Its cleanup runs
+        in place, one operation at a time (a fault may land on each), where the sync
+        driver runs it apart from the caller."""
+        flow = inline_cleanups(flow)
         fired: list[WatchEvent] = []
         step: Callable[[Any], Op] = flow.send
         value: Any = None
@@ -471,6 +476,7 @@ class SimClient:
         self.awaiting = None
         if isinstance(op, SessionId):
             return self.session_id
+        assert not isinstance(op, Cleanup), "drive() runs cleanup in place"
         return (yield from self.call((op,), op.deadline))[0]
 
     def call(

@@ -456,7 +456,7 @@ def _describe(request: Request) -> str:
 
 def _reply(reply: Reply) -> str:
     if isinstance(reply, list):
-        return "[" + ", ".join(short(name) for name in reply) + "]"
+        return "[" + ", ".join(short(n) if isinstance(n, str) else repr(n) for n in reply) + "]"
     if isinstance(reply, ZooKeeperError):
         return type(reply).__name__
     if isinstance(reply, Stat):

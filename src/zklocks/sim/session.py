@@ -19,14 +19,16 @@ on in a fresh session.
 
 from __future__ import annotations
 
+import concurrent.futures
 import queue
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import cast
+from typing import TypeVar, cast
 
 from zklocks._core.ops import TIMED_OUT, Created, Exists, GetData, NodeData, Reply, Request
+from zklocks._core.validate import LeaseTiming
 from zklocks._protocol.errors import (
     ClientClosedError,
     NodeExistsError,
@@ -45,6 +47,7 @@ from zklocks._vocabulary import (
 from zklocks.sim.model import ClientWatches, FullStat, Model
 
 SessionFactory = Callable[..., "SimSession"]
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -341,6 +344,17 @@ class SimSession:
         timer.start()
         return timer.cancel
 
+    def in_background(self, work: Callable[[], T]) -> concurrent.futures.Future[T]:
+        """Runs ``work`` here, before returning: the model answers at once and never
+        breaks a connection under a request, so there is nothing to leave running (a
+        session cut off by a test waits for its reconnect or expiry, as every call does)."""
+        done: concurrent.futures.Future[T] = concurrent.futures.Future()
+        try:
+            done.set_result(work())
+        except BaseException as exc:
+            done.set_exception(exc)
+        return done
+
     def session_id(self) -> int:
         return self._session_id
 
@@ -466,7 +480,7 @@ def session_factory(server: SimServer) -> SessionFactory:
         *,
         session_timeout: float,
         connect_timeout: float,
-        ensemble_lag: float | None = None,  # one simulated server times its own sessions
+        lease_timing: LeaseTiming | None = None,  # one simulated server times its sessions
     ) -> SimSession:
         return SimSession(server, session_timeout=session_timeout, connect_timeout=connect_timeout)
 

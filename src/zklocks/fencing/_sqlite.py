@@ -1,15 +1,9 @@
-"""Fencing: how a protected resource refuses a holder whose lease ran out.
+"""``FencedStore``: a small fenced key-value table in SQLite (the demo's store).
 
-A lease can end without its holder knowing in time (a long pause, a partition): the
-server expires the session and grants the lock to someone else while the old holder
-still runs. No lock can stop that old holder from *trying* to write; the resource it
-writes to can refuse it. Each lease carries a token that strictly increases from one
-holder to the next (its node's creation zxid); the resource remembers the highest token
-it has accepted and refuses any write carrying a lower one.
-
-``FencedStore`` is that check on a SQLite table: the token comparison and the write are
-one transaction, so two writers cannot both pass the check. Use it as the pattern for
-your own resource (a ``WHERE token <= ?`` on an UPDATE does the same in any SQL store).
+The token comparison and the write are one transaction, so two writers cannot both pass
+the check. Its bar is store-wide (one highest token for every key): right for the demo,
+where one lock guards the whole store; ``PostgresFence`` and ``RedisFence`` keep a bar
+per resource or key.
 """
 
 from __future__ import annotations
@@ -17,20 +11,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from zklocks._core.errors import LockError
-
-
-class StaleToken(LockError):
-    """A write carried a fencing token lower than one the store already accepted."""
-
-    def __init__(self, key: str, token: int, highest: int) -> None:
-        super().__init__(
-            f"refused write to {key!r}: token {token} is older than {highest}, "
-            "which the store has already accepted (the lease behind it was lost)"
-        )
-        self.key = key
-        self.token = token
-        self.highest = highest
+from zklocks.fencing._errors import StaleToken
 
 
 class FencedStore:

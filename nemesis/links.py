@@ -2,10 +2,12 @@
 
 An ensemble's members talk to each other for as long as they run, from before the
 test's first line (``ZooKeeperEnsemble.start`` blocks) to after its last, so their
-links cannot live on the test's event loop. ``Links.route`` is a ``peer_route`` for
-``ZooKeeperEnsemble``: every member reaches every other through a proxy of its own,
-and ``isolate(myid)`` cuts (resets, and refuses new connections) or stalls (holds
-every byte, accepts new connections that go nowhere) every link of one member.
+links cannot live on the test's event loop (nor on the nemesis runner's). Shared by the
+fault tests (tests/integration/test_ensemble_faults.py) and the nemesis runner.
+``Links.route`` is a ``peer_route`` for ``ZooKeeperEnsemble``: every member reaches
+every other through a proxy of its own, and ``isolate(myid)`` cuts (resets, and refuses
+new connections) or stalls (holds every byte, accepts new connections that go nowhere)
+every link of one member.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import threading
 from collections.abc import Coroutine
 from typing import Any, Literal, TypeVar
 
-from proxy import Proxy
+from nemesis.proxy import Proxy
 
 T = TypeVar("T")
 

@@ -1,4 +1,8 @@
-"""A TCP proxy for fault tests: reset or stall the wire between a client and ZooKeeper."""
+"""A TCP proxy for fault tests: reset or stall the wire between a client and ZooKeeper.
+
+Used by the transport and lock fault tests (tests/integration) and, through
+``nemesis.links``, by the nemesis runner for the links between ensemble members.
+"""
 
 from __future__ import annotations
 
@@ -82,16 +86,27 @@ class Proxy:
         self._writers.update((writer, up_writer))
         pumps = [
             asyncio.ensure_future(self._pump(reader, up_writer, writer)),
-            asyncio.ensure_future(self._pump(up_reader, writer, up_writer)),
+            asyncio.ensure_future(self._pump(up_reader, writer, up_writer, answers=True)),
         ]
         self._tasks.update(pumps)
         for pump in pumps:
             pump.add_done_callback(self._tasks.discard)
 
+    async def _first_answer(self, source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+        """Before the server's bytes flow to the client: a subclass may rewrite the first
+        answer (tests/broken_server.py adds a reply nobody asked for). Nothing here."""
+
     async def _pump(
-        self, source: asyncio.StreamReader, sink: asyncio.StreamWriter, other: asyncio.StreamWriter
+        self,
+        source: asyncio.StreamReader,
+        sink: asyncio.StreamWriter,
+        other: asyncio.StreamWriter,
+        *,
+        answers: bool = False,
     ) -> None:
         try:
+            if answers:
+                await self._first_answer(source, sink)
             while True:
                 data = await source.read(65536)
                 if not data:
@@ -100,7 +115,7 @@ class Proxy:
                 if sink.transport.is_closing():
                     break
                 sink.write(data)
-        except (OSError, ConnectionError):
+        except (OSError, ConnectionError, asyncio.IncompleteReadError):
             pass
         finally:
             for w in (sink, other):

@@ -1,0 +1,115 @@
+"""The nemesis runner on real ensembles (``python -m nemesis run``, as a user runs it).
+
+A clean run must find nothing; every planted bug must be found (exit 1) within a
+2-minute run, by the check meant to find it. The lease plants need
+``zklocks._transport.lease_rule.plant``: if it is missing these tests fail, they are
+never skipped. Each run must leave no client process behind. The long runs are
+``make nemesis``, not here.
+
+CI cost: the clean run is 75 s of faults plus start and stop; the plant runs end at
+their first violation (``--stop-on-violation``), typically within 10 to 60 s each.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nemesis import plants
+
+ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+
+
+def _clients_of(runner: int) -> list[int]:
+    """Live client processes started by the runner ``runner`` (their spec names it)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            args = (entry / "cmdline").read_bytes().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        if "nemesis.client" in args and any(f'"parent": {runner},' in a for a in args):
+            found.append(int(entry.name))
+    return found
+
+
+def nemesis(out: Path, *args: str) -> tuple[int, dict[str, Any], str]:
+    """Run ``python -m nemesis run`` to the end; its exit status, summary and stdout."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    command = [sys.executable, "-m", "nemesis", "run", "--members", "3", "--out", str(out)]
+    process = subprocess.Popen(
+        [*command, *args],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        stdout, _ = process.communicate(timeout=270)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert _clients_of(process.pid) == [], "client processes outlived the run"
+    summary = json.loads((out / "summary.json").read_text())
+    return process.returncode, summary, stdout
+
+
+def test_a_clean_run_finds_no_violation(tmp_path: Path) -> None:
+    status, summary, stdout = nemesis(
+        tmp_path, "--minutes", "1.25", "--workload", "lock", "--seed", "21"
+    )
+    assert status == 0, stdout
+    assert summary["verdict"] == "clean" and summary["violations"] == {}
+    stats = summary["stats"]
+    # it did something worth judging: grants, and the lease rule's case (a follower
+    # stalled under a holder, whose lease said lost)
+    assert stats["granted"] >= 10, stats
+    assert stats["stalls_with_holder"] >= 1, stats
+    assert stats["leases_lost"] >= 1, stats
+    assert stats["client_errors"] == 0, stats
+    assert (tmp_path / "timeline.png").read_bytes()[:4] == b"\x89PNG"
+    assert "## Verdict" in (tmp_path / "report.md").read_text()
+    assert not (tmp_path / "window.png").exists()
+
+
+@pytest.mark.parametrize(
+    ("plant", "workload", "caught_by"),
+    [
+        ("early-grant", "rwlock", "exclusion"),
+        ("no-fence", "guarded-set", "fencing"),
+        ("lag-rule", "lock", "exclusion"),
+        ("trust-ping", "lock", "exclusion"),
+    ],
+)
+def test_a_planted_bug_is_caught_within_two_minutes(
+    tmp_path: Path, plant: str, workload: str, caught_by: str
+) -> None:
+    if plant in plants.LEASE_PLANTS:
+        assert plants.lease_plant_available(), (
+            f"{plants.LEASE_RULE_MODULE}.plant is missing: the {plant!r} plant cannot be run"
+        )
+    status, summary, stdout = nemesis(
+        tmp_path,
+        *("--minutes", "2", "--workload", workload, "--seed", "5", "--plant", plant),
+        "--stop-on-violation",
+    )
+    assert status == 1, stdout
+    assert summary["verdict"] == "violation"
+    assert summary["violations"].get(caught_by, 0) >= 1, summary["violations"]
+    assert summary["stats"]["caught_after"] <= 120, summary["stats"]
+    smallest = summary["smallest"]
+    assert smallest is not None and smallest["length"] >= 0
+    assert (tmp_path / "window.png").read_bytes()[:4] == b"\x89PNG"
+    assert "smallest failing window" in stdout
