@@ -8,6 +8,7 @@
 #                throwaway servers of their own (tests/fence_servers.py)
 #   make bench   + the bench extras, redis-server, and Curator with a JDK (the Java row)
 #   make docs    + the docs extras; builds the site with --strict into site/
+#   make dist    + the dev extras (build): the sdist and the wheel into dist/
 #   make nemesis + the bench extras (matplotlib): a long nemesis run by hand, not in CI
 #
 #   make fresh-test   the README's two commands on a fresh Debian 12, as a new user runs
@@ -21,7 +22,7 @@ PYTHON ?= python3
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test lint docs bench nemesis clean fresh-test soak
+.PHONY: setup demo test lint docs dist bench nemesis clean fresh-test soak
 
 # Java + ZooKeeper (the library, tests, demo); redis-server for the benchmarks' Redis row
 # and, with PostgreSQL, for the fencing tests (Debian starts both as daemons, so only the
@@ -90,6 +91,8 @@ soak: $(STAMP)-dev
 # docs/architecture.md): exit 1 if the checker found a violation; report, timeline and
 # history in NEMESIS_OUT. Not part of `make test` (tests/nemesis runs a short one).
 # e.g. make nemesis NEMESIS_WORKLOAD=rwlock NEMESIS_MINUTES=60 NEMESIS_TIMING=tight
+# guarded-set starts its own PostgreSQL and redis-server (installed by `make test`); its
+# control, on the same seed: python -m nemesis run ... --seed N --plant unguarded
 NEMESIS_MINUTES ?= 20
 NEMESIS_MEMBERS ?= 5
 NEMESIS_WORKLOAD ?= guarded-set
@@ -102,5 +105,11 @@ nemesis: $(STAMP)-dev $(STAMP)-bench
 		--workload $(NEMESIS_WORKLOAD) --timing $(NEMESIS_TIMING) --out $(NEMESIS_OUT) \
 		$(if $(NEMESIS_SEED),--seed $(NEMESIS_SEED))
 
+# The sdist and the wheel (python -m build, in an isolated build environment with
+# hatchling from the package index) into dist/, which git ignores.
+dist: $(STAMP)-dev
+	rm -rf dist
+	$(BIN)/python -m build --outdir dist .
+
 clean:
-	rm -rf $(VENV) site .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) site dist .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -20,8 +20,10 @@ Theory of operation, in the manner of Jepsen's lock tests:
   proves (see its docstring for the bound each check uses): the holders' leases never
   say held beyond what the lock model allows (a linearizability check against a mutex,
   an N-permit semaphore or a readers-writer lock whose holders leave at release or
-  when their lease may have ended), fencing tokens only grow, and the guarded register
-  never accepted a write whose token was already stale.
+  when their lease may have ended), fencing tokens only grow, and the guarded set
+  (one set in ZooKeeper, PostgreSQL and Redis, each added to by read-modify-writes
+  under the lock, guarded by the lease's transaction or the store's fence) lost no
+  element, duplicated none and took none from a stale holder.
 * **The report** (``report.py``): ``report.md``, ``timeline.png`` (holders per lock and
   the faults), the smallest failing window (``window.png``) and ``summary.json``.
 

@@ -57,8 +57,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.clients is not None and not 2 <= args.clients <= 12:
         print("nemesis: --clients must be between 2 and 12", file=sys.stderr)
         return EXIT_ERROR
-    if args.plant == "no-fence" and args.workload != "guarded-set":
-        print("nemesis: --plant no-fence needs --workload guarded-set", file=sys.stderr)
+    if args.plant == "unguarded" and args.workload != "guarded-set":
+        print("nemesis: --plant unguarded needs --workload guarded-set", file=sys.stderr)
         return EXIT_ERROR
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(10**6)
     return run(

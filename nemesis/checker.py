@@ -33,10 +33,20 @@ older, it would have existed from its creation until Y's lease said held, so at 
 grant too, ahead of X in the queue: X could not have been granted. With exclusion
 holding, (b) says the tokens grow along the holders in the order they held.
 
-**fencing** (guarded-set): no stale token accepted. Two accepted writes X, Y with
-``Y.end < X.invoke`` and ``Y.token > X.token``: the register had accepted Y's newer
-token before X's write began, so it had to refuse X. A write counts as accepted only
-when the client saw it accepted (an unanswered write claims nothing).
+**fencing** (guarded-set): no element from a stale holder, per store. Two writes X, Y
+of one store with ``Y.end < X.invoke`` and ``Y.token > X.token``, Y accepted and X
+accepted or landed: the store had taken Y's newer token before X's read-modify-write
+began, so it had to refuse X. Y counts only when its client saw it accepted (then it
+was applied before its end); X also when its element is in the store's final set (it
+was applied after its invoke, whatever its client saw).
+
+**set** (guarded-set), against each store's final set, read once every client stopped:
+``set-lost``, an element whose write the client saw accepted is missing (a later
+read-modify-write wrote back a set read before it); ``set-duplicate``, an element is in
+the set twice; ``set-corrupt``, an element in the set that no write of that store
+carried, or whose write the store refused (``stale``/``conflict``: nothing applied). A
+write with no answer or an unknown outcome may or may not have landed: it is never
+counted lost.
 
 The smallest failing window is the shortest span of the history that holds a
 violation's evidence: from the earliest record it uses to the latest.
@@ -124,7 +134,8 @@ def check(history: History, model: Model) -> Verdict:
     for violation in (
         *check_exclusion(history.holds, model, t0),
         *check_token_order(history.holds, model, t0),
-        *check_fencing(history.writes, t0),
+        *check_fencing(history.writes, t0, history.finals),
+        *check_set(history.writes, history.finals, t0),
     ):
         verdict.add(violation)
     return verdict
@@ -285,7 +296,24 @@ class _PrefixMax:
 # ------------------------------------------------------------------ fencing
 
 
-def check_fencing(writes: Iterable[Write], t0: float = 0.0) -> list[Violation]:
+def _by_store(writes: Iterable[Write]) -> dict[str, list[Write]]:
+    stores: dict[str, list[Write]] = {}
+    for w in writes:
+        stores.setdefault(w.store, []).append(w)
+    return stores
+
+
+def check_fencing(
+    writes: Iterable[Write], t0: float = 0.0, finals: dict[str, list[str]] | None = None
+) -> list[Violation]:
+    found: list[Violation] = []
+    for store, of_store in sorted(_by_store(writes).items()):
+        landed = set((finals or {}).get(store, ()))
+        found += _stale_writes(of_store, landed, t0)
+    return found
+
+
+def _stale_writes(writes: list[Write], landed: set[str], t0: float) -> list[Violation]:
     accepted = sorted(
         (w for w in writes if w.accepted and w.end is not None), key=lambda w: w.end or 0.0
     )
@@ -294,7 +322,10 @@ def check_fencing(writes: Iterable[Write], t0: float = 0.0) -> list[Violation]:
     for w in accepted:
         best.append(w if not best or w.token > best[-1].token else best[-1])
     found: list[Violation] = []
-    for x in accepted:
+    for x in writes:
+        took = "accepted" if x.accepted else "landed" if x.element in landed else None
+        if took is None:
+            continue
         i = bisect.bisect_left(ends, x.invoke)
         if i == 0:
             continue
@@ -303,12 +334,61 @@ def check_fencing(writes: Iterable[Write], t0: float = 0.0) -> list[Violation]:
             found.append(
                 Violation(
                     "fencing",
-                    f"{x.label} with token {x.token} was accepted (asked at "
+                    f"{x.label} with token {x.token} was {took} (asked at "
                     f"{_rel(t0, x.invoke)}) after {y.label} with the newer token "
-                    f"{y.token} had been (at {_rel(t0, y.end or 0)}): a stale write",
+                    f"{y.token} had been (at {_rel(t0, y.end or 0)}): a stale holder's write",
                     writes=(y, x),
                     start=y.invoke,
                     end=x.end or x.invoke,
+                )
+            )
+    return found
+
+
+def check_set(
+    writes: Iterable[Write], finals: dict[str, list[str]], t0: float = 0.0
+) -> list[Violation]:
+    """Lost, duplicated and corrupt elements of each store's final set."""
+    found: list[Violation] = []
+    by_store = _by_store(writes)
+    for store, final in sorted(finals.items()):
+        of_store = by_store.get(store, [])
+        carried = {w.element: w for w in of_store if w.element is not None}
+        counts = Counter(final)
+        for x in of_store:
+            if x.accepted and x.element not in counts:
+                found.append(
+                    Violation(
+                        "set-lost",
+                        f"{x.label} added {x.element} and was accepted (at "
+                        f"{_rel(t0, x.end or 0)}), yet {store}'s final set lacks it",
+                        writes=(x,),
+                        start=x.invoke,
+                        end=x.end or x.invoke,
+                    )
+                )
+        for element, count in sorted(counts.items()):
+            w = carried.get(element)
+            if count > 1:
+                what, message = "set-duplicate", f"{element} is {count} times in {store}'s set"
+            elif w is None:
+                what = "set-corrupt"
+                message = f"{store}'s set has {element!r}, which no write carried"
+            elif w.refused:
+                what, message = (
+                    "set-corrupt",
+                    f"{store}'s set has {element}, whose write {w.label} was refused ({w.error})",
+                )
+            else:
+                continue
+            at = w.invoke if w is not None else t0
+            found.append(
+                Violation(
+                    what,
+                    message,
+                    writes=(w,) if w is not None else (),
+                    start=at,
+                    end=(w.end or at) if w is not None else at,
                 )
             )
     return found

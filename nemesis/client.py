@@ -7,8 +7,10 @@ and records what the lease said (``held`` at most every ``HELD_EVERY`` seconds a
 always the last one, the first ``lost``), and a second thread reads the lock's
 contenders every ``READ_EVERY`` seconds: a busy holder, whose member keeps answering it
 (the answers a lease rule may or may not trust). In the guarded-set workload each turn
-of the hold loop is: look at the lease, work a while, write to the guarded register
-with the lease's token (without looking again: the gap fencing is for).
+of the hold loop is: look at the lease, then add one element to the set kept in each
+store (``register.py``: ZooKeeper, PostgreSQL, Redis) by a read-modify-write: read every
+store's set, work a while, write each back with the element, without looking at the
+lease again (the gap fencing is for); guarded, unless the plant is ``unguarded``.
 
 Every event goes to stdout as one JSON line (``nemesis.history``). The process stops
 on a ``stop`` line or EOF on stdin, on SIGTERM, when its ``lifetime`` is over, or when
@@ -28,18 +30,19 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any
 
 import zklocks
 from nemesis import plants
 from nemesis.history import dumps
-from nemesis.register import KEY, Register, open_register
-from zklocks.fencing import StaleToken
+from nemesis.register import Refused, Store, Where, close_stores, open_stores
 
 POLL = 0.02  # seconds between two looks at lease.lost while holding
 HELD_EVERY = 0.1  # at most this often a "held" record (and always the last one)
 READ_EVERY = 0.05  # x session timeout: how often a holder reads the lock's contenders
+Turn = Generator[None, None, None]  # a store's read-modify-write: read, yield, write
 
 
 @dataclass(frozen=True)
@@ -57,7 +60,7 @@ class Spec:
     lifetime: float  # stop by itself after this many seconds
     parent: int  # the runner's pid
     plant: str | None = None
-    register: str | None = None  # the guarded register's SQLite file
+    stores: dict[str, Any] | None = None  # guarded-set: where the set lives (a Where)
     long_share: float = 0.4  # share of holds a few session timeouts long
 
 
@@ -90,10 +93,7 @@ class Worker:
         self.deadline = time.monotonic() + spec.lifetime
         self.holding = threading.Event()
         self.client: zklocks.Client | None = None
-        self.register: Register | None = None
-        if spec.workload == "guarded-set":
-            assert spec.register is not None
-            self.register = open_register(spec.register, fenced=spec.plant != "no-fence")
+        self.stores: list[Store] = []
         self._writes = 0
 
     # -- the client ---------------------------------------------------------------------
@@ -145,6 +145,11 @@ class Worker:
         if client is None:
             return
         try:
+            if self.spec.workload == "guarded-set":
+                assert self.spec.stores is not None
+                where = Where(**self.spec.stores)
+                guarded = self.spec.plant != "unguarded"
+                self.stores = open_stores(client, self.spec.hosts, where, guarded=guarded)
             locks = self._locks(client)
             reader = next(iter(self._locks(client).values()))  # its own lock object
             threading.Thread(target=self._read_while_holding, args=(reader,), daemon=True).start()
@@ -154,6 +159,7 @@ class Worker:
                 self.cycle(n, locks)
         finally:
             self.stop.set()
+            close_stores(self.stores)
             client.stop()
             self.emit("client-stop")
 
@@ -216,8 +222,8 @@ class Worker:
                 if emitted is None or looked - emitted >= HELD_EVERY:
                     self.emit("held", looked, n=n)
                     emitted = looked
-                if self.register is not None:
-                    self._work_and_write(n, lease, self.register)
+                if self.stores:
+                    self._add_to_set(n, lease, self.stores)
                 left = until - time.monotonic()
                 if left <= 0 or self.stop.is_set():
                     return
@@ -227,21 +233,40 @@ class Worker:
             if last_held is not None and last_held != emitted:
                 self.emit("held", last_held, n=n)
 
-    def _work_and_write(self, n: int, lease: zklocks.Lease, register: Register) -> None:
-        # Work on what the lock protects, then write it: no second look at the lease in
-        # between, as in most real code. A pause here is what fencing must catch.
-        time.sleep(self.rng.uniform(0.02, 0.1) * self.spec.session_timeout)
+    def _add_to_set(self, n: int, lease: zklocks.Lease, stores: list[Store]) -> None:
+        # Read every store's set, work on what the lock protects, write each back: no
+        # second look at the lease in between, as in most real code. A pause there is
+        # what fencing must catch.
         self._writes += 1
         w, token = self._writes, lease.token
-        self.emit("invoke", op="write", n=n, w=w, token=token)
+        element = f"{token}:c{self.spec.id}:{w}"
+        turns: list[tuple[dict[str, Any], Turn]] = []
         try:
-            register.write(KEY, f"c{self.spec.id}:{n}:{w}", token)
-        except StaleToken as exc:
-            self.emit("fail", op="write", n=n, w=w, error=f"stale: highest {exc.highest}")
+            for store in stores:
+                key: dict[str, Any] = {"n": n, "w": w, "store": store.name}
+                self.emit("invoke", op="write", token=token, element=element, **key)
+                turn = store.turn(lease, element)
+                if self._step(key, turn):
+                    turns.append((key, turn))
+            time.sleep(self.rng.uniform(0.02, 0.1) * self.spec.session_timeout)
+            for key, turn in turns:
+                if self._step(key, turn, last=True):
+                    self.emit("ok", op="write", **key)
+        finally:
+            for _, turn in turns:
+                turn.close()  # a turn left at its read writes nothing (a rollback)
+
+    def _step(self, key: dict[str, Any], turn: Turn, *, last: bool = False) -> bool:
+        """Run a turn to its next step: False (and the failure recorded) if it raised."""
+        try:
+            next(turn, None) if last else next(turn)
+        except Refused as exc:
+            self.emit("fail", op="write", error=str(exc), **key)
         except Exception as exc:
-            self.emit("fail", op="write", n=n, w=w, error=f"{type(exc).__name__}: {exc}")
+            self.emit("fail", op="write", error=f"unknown: {type(exc).__name__}: {exc}", **key)
         else:
-            self.emit("ok", op="write", n=n, w=w)
+            return True
+        return False
 
     def _read_while_holding(self, lock: zklocks.Lock) -> None:
         every = READ_EVERY * self.spec.session_timeout

@@ -20,7 +20,7 @@ must say lost before the waiter on the majority is granted. For that the nemesis
 hold long enough to see it through, then stalls that follower for about two session
 timeouts; when none comes, it draws another fault and tries the focus again next. The
 guarded-set workload adds a holder paused past its session timeout: it resumes and
-writes with its stale token, which the register must refuse.
+writes with its stale token, which the guarded set's stores must refuse.
 
 The seed draws the kinds, durations, gaps and the choice among candidates (sorted, so
 the same candidates give the same choice); which members lead and who holds when the

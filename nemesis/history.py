@@ -10,12 +10,17 @@ process). A client's events, with ``n`` numbering its acquisitions:
     lost            the first look at ``lease.lost`` that said True (t read before), reason
     told            the lost-callback ran at t, reason
     invoke/ok/fail  op=release
-    invoke/ok/fail  op=write    w (the write's number), token; fail: error (stale: refused)
+    invoke/ok/fail  op=write    w (the turn's number), store (zk, pg, redis); invoke:
+                                token, element; fail: error (``stale: ...`` or
+                                ``conflict: ...``: refused; ``unknown: ...``: no answer)
     client-start, client-error, client-stop
 
 The nemesis's: ``fault`` (id, kind, target ``m<myid>`` or ``c<client>``, detail) and
 ``healed`` (id) when it was undone; ``note`` (text). The runner's: ``start`` (the run's
-parameters), ``faults-begin`` (the clients are up, the nemesis starts) and ``end``.
+parameters), ``stores`` (the guarded-set workload's PostgreSQL port, Redis port and
+pid), ``faults-begin`` (the clients are up, the nemesis starts), ``final`` (the
+guarded-set workload: a store's set once every client stopped, ``store`` and
+``elements``, or ``error`` if it could not be read) and ``end``.
 """
 
 from __future__ import annotations
@@ -68,22 +73,32 @@ class Hold:
         return f"c{self.client}#{self.n} {self.kind}"
 
 
+REFUSALS = ("stale", "conflict")  # a write's error that says nothing was applied
+
+
 @dataclass
 class Write:
-    """One write to the guarded register."""
+    """One read-modify-write adding ``element`` to the set in one store."""
 
     client: int
     n: int  # the acquisition it was made under
     w: int
     token: int
     invoke: float
+    store: str = "set"
+    element: str | None = None
     end: float | None = None
     accepted: bool | None = None  # None: no answer recorded
     error: str | None = None
 
     @property
+    def refused(self) -> bool:
+        """The store said no and applied nothing (not an unknown outcome)."""
+        return self.accepted is False and (self.error or "").split(":")[0] in REFUSALS
+
+    @property
     def label(self) -> str:
-        return f"c{self.client}#{self.n} write {self.w}"
+        return f"c{self.client}#{self.n} {self.store} write {self.w}"
 
 
 @dataclass
@@ -108,6 +123,8 @@ class History:
     clients: dict[int, Event] = field(default_factory=dict)
     notes: list[tuple[float, str]] = field(default_factory=list)
     errors: list[tuple[float, str]] = field(default_factory=list)
+    finals: dict[str, list[str]] = field(default_factory=dict)  # store: its set at the end
+    final_errors: list[str] = field(default_factory=list)
 
     @property
     def last_time(self) -> float:
@@ -141,7 +158,7 @@ def load(path: str | Path) -> list[Event]:
 def parse(events: Iterable[Event]) -> History:
     history = History()
     holds: dict[tuple[int, int], Hold] = {}
-    writes: dict[tuple[int, int], Write] = {}
+    writes: dict[tuple[int, int, str], Write] = {}
     faults: dict[int, Fault] = {}
     for e in events:
         who, ev, t = e.get("c"), e.get("ev"), float(e.get("t", 0.0))
@@ -151,6 +168,11 @@ def parse(events: Iterable[Event]) -> History:
                 history.params = dict(e.get("params", {}))
             elif ev == "faults-begin":
                 history.faults_begin = t
+            elif ev == "final":
+                if "error" in e:
+                    history.final_errors.append(f"{e.get('store')}: {e['error']}")
+                else:
+                    history.finals[str(e["store"])] = [str(x) for x in e.get("elements", [])]
             elif ev == "end":
                 history.end = t
         elif who == "nemesis":
@@ -170,7 +192,7 @@ def parse(events: Iterable[Event]) -> History:
 def _client_event(
     history: History,
     holds: dict[tuple[int, int], Hold],
-    writes: dict[tuple[int, int], Write],
+    writes: dict[tuple[int, int, str], Write],
     c: int,
     ev: Any,
     t: float,
@@ -206,13 +228,13 @@ def _client_event(
             if ev == "fail":
                 hold.release_error = e.get("error")
     elif op == "write":
-        w = int(e["w"])
+        w, store = int(e["w"]), str(e.get("store", "set"))
         if ev == "invoke":
-            write = Write(c, n, w, int(e["token"]), t)
-            writes[c, w] = write
+            write = Write(c, n, w, int(e["token"]), t, store, e.get("element"))
+            writes[c, w, store] = write
             history.writes.append(write)
-        elif (c, w) in writes:
-            write = writes[c, w]
+        elif (c, w, store) in writes:
+            write = writes[c, w, store]
             write.end, write.accepted, write.error = t, ev == "ok", e.get("error")
     elif ev == "held":
         if hold.first_held is None:

@@ -12,9 +12,13 @@ Plants are applied inside the client processes, never in the runner or the check
 * ``early-grant`` lives in nemesis only: the client reports its grant, and its lease
   held, from the moment it *asked* for the lock. Whoever asks while another holds is
   caught by the exclusion check at once: no fault is needed.
-* ``no-fence`` lives in nemesis only: the guarded register takes every write, stale
-  token or not (``register.UnfencedStore``). Caught when a holder paused past its
-  session timeout writes after the next holder did (the nemesis pauses holders).
+* ``unguarded`` lives in nemesis only: the guarded-set workload's read-modify-writes
+  go without guard or fence (``register.py``). A holder paused past its session
+  timeout between its read and its write (the nemesis pauses holders) writes back the
+  set it read before the next holders added theirs: ``set-lost`` (and ``fencing``, its
+  stale write accepted). It shows that the workload can fail, and that the guards are
+  what keeps it clean: ``make nemesis`` and tests/nemesis run it on the guarded run's
+  seed.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ import importlib
 from collections.abc import Callable
 
 LEASE_PLANTS = ("lag-rule", "trust-ping")
-OWN_PLANTS = ("early-grant", "no-fence")
+OWN_PLANTS = ("early-grant", "unguarded")
 PLANTS = LEASE_PLANTS + OWN_PLANTS
 LEASE_RULE_MODULE = "zklocks._transport.lease_rule"
 

@@ -34,7 +34,10 @@ FAULT_COLORS = {
 CHECKS = {
     "exclusion": "leases that say held are held: linearizable against the lock model",
     "token-order": "fencing tokens only grow",
-    "fencing": "the guarded register accepted no stale token",
+    "fencing": "no store took a stale holder's write (guarded-set)",
+    "set-lost": "no accepted element is missing from a store's final set",
+    "set-duplicate": "no element is twice in a store's set",
+    "set-corrupt": "every element of a set was written, and not refused",
 }
 
 
@@ -112,6 +115,9 @@ def _stats(history: History) -> dict[str, Any]:
         "writes": len(writes),
         "writes_accepted": sum(1 for w in writes if w.accepted),
         "writes_refused_stale": sum(1 for w in writes if (w.error or "").startswith("stale")),
+        "writes_refused_conflict": sum(1 for w in writes if (w.error or "").startswith("conflict")),
+        "writes_unknown": sum(1 for w in writes if not w.accepted and not w.refused),
+        "final_sets": {store: len(final) for store, final in history.finals.items()},
         "faults": dict(faults),
         "faults_total": len(history.faults),
         "stalls_with_holder": sum(
@@ -171,7 +177,9 @@ def _summary_text(
     if stats["writes"]:
         lines.append(
             f"  {stats['writes_accepted']} writes accepted, "
-            f"{stats['writes_refused_stale']} refused as stale"
+            f"{stats['writes_refused_stale']} refused as stale, "
+            f"{stats['writes_refused_conflict']} as conflicts, "
+            f"{stats['writes_unknown']} unknown; final sets {stats['final_sets']}"
         )
     for name, count in sorted(verdict.counts.items()):
         lines.append(f"  {name}: {count} violation(s)")
@@ -278,10 +286,11 @@ def _window_markdown(history: History, v: Violation) -> list[str]:
     for h in v.holds:
         rows += _hold_rows(h)
     for w in v.writes:
-        rows.append((w.invoke, f"c{w.client}", f"write {w.w} invoke, token {w.token}"))
+        what = f"{w.store} write {w.w}"
+        rows.append((w.invoke, f"c{w.client}", f"{what} invoke, token {w.token}, {w.element}"))
         if w.end is not None:
             outcome = "accepted" if w.accepted else f"refused ({w.error})"
-            rows.append((w.end, f"c{w.client}", f"write {w.w} {outcome}"))
+            rows.append((w.end, f"c{w.client}", f"{what} {outcome}"))
     session = float(history.params.get("session_timeout", 1.0))
     for f in history.faults:
         end = f.end if f.end is not None else history.last_time

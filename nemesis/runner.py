@@ -4,7 +4,9 @@ Everything started here is stopped here, on every way out (Ctrl-C included): the
 nemesis undoes its fault, the clients are resumed and asked to stop (killed if they do
 not), the ensemble is stopped and the proxies closed. The clients also die with us
 (``PR_SET_PDEATHSIG``) and stop by themselves after the run's length and a margin; the
-members have the watchdogs of ``zklocks.server``.
+members have the watchdogs of ``zklocks.server``. The guarded-set workload's PostgreSQL
+cluster and redis-server (``fence_servers.py``) are the run's own, started before the
+ensemble and stopped after it.
 """
 
 from __future__ import annotations
@@ -24,10 +26,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from nemesis import plants, report
+from nemesis import plants, register, report
 from nemesis.checker import Model, check, model_for
 from nemesis.client import Spec
 from nemesis.faults import Live, Nemesis
+from nemesis.fence_servers import PostgresServer, RedisServer
 from nemesis.history import Event, dumps, parse
 from nemesis.links import Links
 from nemesis.timing import TIMINGS, Timing
@@ -156,10 +159,14 @@ class ClientProcess:
         self._log.close()
 
 
-def _client_specs(options: Options, timing: Timing, ensemble: ZooKeeperEnsemble) -> list[Spec]:
+def _client_specs(
+    options: Options,
+    timing: Timing,
+    ensemble: ZooKeeperEnsemble,
+    where: register.Where | None,
+) -> list[Spec]:
     """One client per member in turn, each on that member alone; the last on all of them."""
     seeds = random.Random(options.seed)
-    register = options.out / "register.sqlite"
     specs = []
     for i in range(options.client_count):
         last = i == options.client_count - 1
@@ -179,7 +186,7 @@ def _client_specs(options: Options, timing: Timing, ensemble: ZooKeeperEnsemble)
                 lifetime=options.minutes * 60 + 60,
                 parent=os.getpid(),
                 plant=options.plant,
-                register=str(register) if options.workload == "guarded-set" else None,
+                stores=asdict(where) if where is not None else None,
             )
         )
     return specs
@@ -198,7 +205,7 @@ def run(options: Options) -> int:
     model = model_for(options.workload, options.permits)
     out = options.out
     out.mkdir(parents=True, exist_ok=True)
-    for stale in (*out.glob("client-*.log"), *out.glob("member-*.log"), out / "register.sqlite"):
+    for stale in (*out.glob("client-*.log"), *out.glob("member-*.log")):
         stale.unlink(missing_ok=True)
     live = Live()
     record = Recorder(out / "history.jsonl", live)
@@ -231,6 +238,9 @@ def run(options: Options) -> int:
         record({"c": "runner", "ev": "end", "t": time.monotonic()})
         record.close()
     history = parse(record.snapshot())
+    if history.final_errors and status == EXIT_CLEAN:  # an unread set judges nothing
+        status, error = EXIT_ERROR, "a final set was not read: " + "; ".join(history.final_errors)
+        _log(error)
     verdict = check(history, model)
     summary = report.write(out, history, verdict, model, error=error)
     print(summary, flush=True)
@@ -247,6 +257,31 @@ def _run(
     live: Live,
     record: Recorder,
 ) -> None:
+    servers = contextlib.ExitStack()
+    try:
+        postgres = redis = None
+        if options.workload == "guarded-set":
+            postgres = servers.enter_context(PostgresServer())
+            redis = servers.enter_context(RedisServer())
+            assert redis.process is not None
+            record({"c": "runner", "ev": "stores", "t": time.monotonic(), "pg_port": postgres.port,
+                    "redis_port": redis.port, "redis_pid": redis.process.pid})  # fmt: skip
+        _run_ensemble(options, timing, model, links, live, record, postgres, redis)
+    finally:
+        with _uninterrupted():
+            servers.close()
+
+
+def _run_ensemble(
+    options: Options,
+    timing: Timing,
+    model: Model,
+    links: Links,
+    live: Live,
+    record: Recorder,
+    postgres: PostgresServer | None,
+    redis: RedisServer | None,
+) -> None:
     ensemble = ZooKeeperEnsemble(
         options.members,
         tick_time=timing.tick_ms,
@@ -257,10 +292,14 @@ def _run(
     clients: list[ClientProcess] = []
     nemesis: Nemesis | None = None
     thread: threading.Thread | None = None
+    where: register.Where | None = None
     ensemble.start()
     try:
+        if postgres is not None and redis is not None:
+            where = register.Where(ensemble.hosts, "/nemesis/set", postgres.dsn, redis.port)
+            register.prepare(where)
         _log(f"{options.members} members serve ({timing.name} timing); starting clients")
-        for spec in _client_specs(options, timing, ensemble):
+        for spec in _client_specs(options, timing, ensemble, where):
             clients.append(ClientProcess(spec, options.out, record))  # each one stopped
 
         def up_or_gone() -> bool:
@@ -289,7 +328,7 @@ def _run(
                 nemesis.stop()
             if thread is not None:
                 thread.join(120)  # a restart in progress finishes first
-            _stop_all(ensemble, nemesis, clients, options, timing)
+            _stop_all(ensemble, nemesis, clients, options, timing, where, record)
 
 
 @contextlib.contextmanager
@@ -311,6 +350,8 @@ def _stop_all(
     clients: list[ClientProcess],
     options: Options,
     timing: Timing,
+    where: register.Where | None,
+    record: Recorder,
 ) -> None:
     try:
         if nemesis is not None:
@@ -322,6 +363,8 @@ def _stop_all(
             deadline = time.monotonic() + 4 * timing.session_timeout + 10
             for client in clients:
                 client.finish(deadline)
+            if where is not None and clients:
+                _read_finals(where, record)
         finally:
             for member in ensemble.members:
                 log = member.log_path
@@ -329,3 +372,14 @@ def _stop_all(
                     with contextlib.suppress(OSError):
                         shutil.copyfile(log, options.out / f"member-{member.myid}.log")
             ensemble.stop()
+
+
+def _read_finals(where: register.Where, record: Recorder) -> None:
+    """Each store's set, once no client writes any more (the set check's evidence)."""
+    for store in register.STORES:
+        event: dict[str, Any] = {"c": "runner", "ev": "final", "store": store}
+        try:
+            event["elements"] = register.read_final(where, store)
+        except Exception as exc:
+            event["error"] = f"{type(exc).__name__}: {exc}"
+        record({**event, "t": time.monotonic()})

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from nemesis.fence_servers import PostgresServer, RedisServer
 
 from zklocks.server import ZooKeeperEnsemble, ZooKeeperServer
 
@@ -111,3 +112,22 @@ def pytest_sessionfinish(session: pytest.Session) -> Generator[None, None, None]
         reporter.write_line(
             f"ZooKeeper processes outlived the run and were killed: pids {leaked}", red=True
         )
+
+
+# A store beside ZooKeeper, for the fencing tests and the recipes' Celery broker: a
+# private PostgreSQL cluster and a private redis-server for the whole run, started on
+# first use only.
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """A PostgreSQL of this run's own; tests keep apart by their table or resource names."""
+    with PostgresServer() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[RedisServer]:
+    """A redis-server of this run's own; tests keep apart by their key prefixes."""
+    with RedisServer() as server:
+        yield server

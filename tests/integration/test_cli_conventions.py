@@ -130,6 +130,7 @@ def test_server_on_a_busy_port_exits_69_with_a_hint() -> None:
     assert result.returncode == 69, result.stderr
     assert f"port {port} on 127.0.0.1 is already in use" in result.stderr
     assert "zklocks server --port 0" in result.stderr
+    assert f"export ZKLOCKS_HOSTS=127.0.0.1:{port}\n" in result.stderr  # not a literal PORT
     assert "Traceback" not in result.stderr
 
 

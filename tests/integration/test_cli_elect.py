@@ -15,6 +15,7 @@ import pytest
 from kazoo.client import KazooClient
 from test_cli_run import children, finish, read_line, wait_for_children, zklocks
 
+from zklocks import Client
 from zklocks.server import ZooKeeperServer
 
 
@@ -120,3 +121,13 @@ def test_paused_leader_stops_its_command_and_exits_76(
     assert status == 76
     assert "got TERM" in out
     assert f"lost leadership of {path}" in err and "the lock" not in err
+
+
+def test_leader_of_a_missing_path_or_a_lock_exits_66(zk_server: ZooKeeperServer, path: str) -> None:
+    status, out, err = finish(zklocks(zk_server.hosts, "leader", f"{path}/typo"))
+    assert (status, out) == (66, ""), err
+    assert f"not an election: {path}/typo does not exist" in err
+    with Client(zk_server.hosts) as client, client.lock(f"{path}/orders"):
+        status, out, err = finish(zklocks(zk_server.hosts, "leader", f"{path}/orders", "--json"))
+    assert (status, out) == (66, ""), err
+    assert f"not an election: {path}/orders holds a lock" in err

@@ -392,6 +392,8 @@ def test_unreachable_zookeeper_says_which_hosts_and_what_to_try() -> None:
     assert status == 69
     assert "cannot reach ZooKeeper at 127.0.0.1:1" in err
     assert "zklocks server" in err and "ZKLOCKS_HOSTS" in err and "--hosts" in err
+    assert "127.0.0.1:1 refused the connection" in err
+    assert "--connect-timeout" not in err  # more time cannot help a refusal
     status, _, err = finish(zklocks("not a host:port", "run", "/locks/x", "--", "true"))
     assert status == 2
     assert "not a ZooKeeper connect string" in err

@@ -229,17 +229,17 @@ def test_run_and_status_over_mutual_tls(
     assert code == 0, err
     no_cert = {k: v for k, v in env.items() if k not in ("ZKLOCKS_TLS_CERT", "ZKLOCKS_TLS_KEY")}
     code, _, err = finish(zklocks("status", path, "--connect-timeout", "2", env=no_cert))
-    assert code == 69 and "client certificate" in err
+    assert code == 69 and "client certificate" in err and "--tls-cert FILE" in err
     stranger = TLSSetup.make(tmp_path / "stranger")
     code, _, err = finish(
         zklocks("status", path, "--connect-timeout", "2",
                 env={**env, "ZKLOCKS_TLS_CA": str(stranger.ca_file)})
     )  # fmt: skip
-    assert code == 69 and "did not verify" in err
+    assert code == 69 and "did not verify" in err and "--tls-ca FILE" in err
     code, _, err = finish(
         zklocks("status", path, "--connect-timeout", "2", env={"ZKLOCKS_HOSTS": mtls_server.hosts})
     )
-    assert code == 69 and "TLS-only port" in err
+    assert code == 69 and "speaks TLS" in err and "Connect with --tls" in err
 
 
 def test_zklocks_server_tls_serves_only_tls_and_says_how_to_connect(path: str) -> None:
@@ -319,3 +319,14 @@ def test_elect_and_leader_take_the_same_credentials(
     assert candidate.returncode == 0, err
     for text in [*outputs, out, err]:
         assert SECRET not in text
+
+
+def test_tls_to_a_plaintext_port_fails_at_once_with_the_flag_to_drop(
+    zk_server: ZooKeeperServer, path: str
+) -> None:
+    started = time.monotonic()
+    code, _, err = finish(zklocks("status", path, "--tls", env={"ZKLOCKS_HOSTS": zk_server.hosts}))
+    assert time.monotonic() - started < 5.0  # not the 5 s --connect-timeout plus start-up
+    assert code == 69, err
+    assert "hung up during the TLS handshake (a plaintext port?" in err
+    assert "Leave out --tls" in err and "Traceback" not in err

@@ -27,6 +27,7 @@ from typing import Any
 import pytest
 from kazoo.client import KazooClient
 
+import zklocks
 from helpers import ctrl_c_restored
 from zklocks.server import ZooKeeperServer
 
@@ -124,7 +125,10 @@ def test_status_json_shows_the_holder_and_two_waiters_in_line(
     assert state["waiters"][0]["age_s"] >= state["waiters"][1]["age_s"] >= 0
 
 
-def test_status_of_a_free_lock_and_bad_path(zk_server: ZooKeeperServer, path: str) -> None:
+def test_status_of_a_free_lock_and_bad_path(
+    zk_server: ZooKeeperServer, kazoo: KazooClient, path: str
+) -> None:
+    kazoo.create(path, makepath=True)  # a lock directory nobody holds or waits for
     state = status_json(zk_server.hosts, "status", path)
     assert (state["holders"], state["waiters"], state["token"]) == ([], [], None)
     result = subprocess.run(
@@ -132,6 +136,36 @@ def test_status_of_a_free_lock_and_bad_path(zk_server: ZooKeeperServer, path: st
     )
     assert result.returncode == 2
     assert "must be absolute" in result.stderr
+
+
+def test_status_of_a_missing_path_or_an_election_exits_66_and_names_kinds_as_ls_does(
+    zk_server: ZooKeeperServer, path: str
+) -> None:
+    def status(target: str, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [ZKLOCKS, "status", target, *args, "--hosts", zk_server.hosts],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+
+    for args in ((), ("--json",)):
+        result = status(f"{path}/typo", *args)
+        assert result.returncode == 66, result.stderr
+        assert f"no such lock: {path}/typo does not exist" in result.stderr
+        assert result.stdout == ""
+    with zklocks.Client(zk_server.hosts) as client:
+        with client.election(f"{path}/election", identifier="boss").campaign():
+            result = status(f"{path}/election")
+            assert result.returncode == 66, result.stderr
+            assert f"not a lock: {path}/election is an election" in result.stderr
+        with client.semaphore(f"{path}/api", permits=3).acquire():
+            (holder,) = status_json(zk_server.hosts, "status", f"{path}/api")["holders"]
+            listed = status_json(zk_server.hosts, "ls", path)
+            table = status(f"{path}/api").stdout.splitlines()
+    assert holder["kind"] == "semaphore"
+    assert [entry["kind"] for entry in listed] == ["semaphore(3)"]
+    assert re.search(r"^1\s+holding\s+semaphore\s", table[2]), table
 
 
 def test_status_table(

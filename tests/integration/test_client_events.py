@@ -286,6 +286,8 @@ def test_refused_and_unknown_hosts_are_named(caplog: pytest.LogCaptureFixture) -
     message = str(failed.value)
     assert f"127.0.0.1:{port} refused the connection" in message
     assert "no-such-host.invalid:2181: unknown host name" in message
+    # a library error names the library's arguments, not the command line's flags
+    assert "hosts=" in message and "--hosts" not in message and "ZKLOCKS_HOSTS" not in message
     said = [r.getMessage() for r in caplog.records]
     assert sum("refused the connection" in m for m in said) == 1, said
     assert sum("unknown host name" in m for m in said) == 1, said

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import socket
 import threading
 import time
 import uuid
@@ -117,6 +118,60 @@ def test_start_fails_naming_every_host_and_leaks_nothing() -> None:
         future = conn.submit(_ops.Exists("/"))
         with pytest.raises(ClientClosedError):
             await future
+
+    run(main())
+
+
+def test_start_ends_after_one_round_when_every_host_fails_for_a_known_cause() -> None:
+    async def main() -> None:
+        hosts = "127.0.0.1:1,no-such-host.invalid:2181"
+        conn = Connection(hosts, session_timeout=30.0)
+        started = time.monotonic()
+        with pytest.raises(ConnectionFailedError) as caught:
+            await conn.start(timeout=30.0)
+        assert time.monotonic() - started < 2.0  # one round, not the 30 s allowed
+        reasons = caught.value.reasons
+        assert len(reasons) == 2
+        assert any("127.0.0.1:1 refused the connection" in reason for reason in reasons)
+        assert any("no-such-host.invalid:2181: unknown host" in reason for reason in reasons)
+        assert conn.state is SessionState.CLOSED
+
+    run(main())
+
+
+def test_a_silent_host_or_a_bare_hang_up_keeps_start_trying_until_its_timeout() -> None:
+    """A refusal beside a host that accepts and says nothing, or one that hangs up as a
+    member without quorum does, is not the end: they may answer yet."""
+
+    async def main() -> None:
+        silent = socket.socket()
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)  # the kernel accepts; nobody ever answers
+        hang_ups = 0
+
+        async def hang_up(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            nonlocal hang_ups
+            hang_ups += 1
+            await reader.read(1)
+            writer.close()
+
+        closer = await asyncio.start_server(hang_up, "127.0.0.1", 0)
+        try:
+            quiet = f"127.0.0.1:{silent.getsockname()[1]}"
+            hanging = f"127.0.0.1:{closer.sockets[0].getsockname()[1]}"
+            for hosts, why in ((f"127.0.0.1:1,{quiet}", "did not answer"), (hanging, "")):
+                conn = Connection(hosts, session_timeout=30.0)
+                started = time.monotonic()
+                with pytest.raises(ConnectionFailedError) as caught:
+                    await conn.start(timeout=1.5)
+                assert time.monotonic() - started >= 1.4
+                assert why in str(caught.value)
+                assert not caught.value.refused
+            assert hang_ups > 2  # retried, and the TLS question did not stop it
+        finally:
+            silent.close()
+            closer.close()
+            await closer.wait_closed()
 
     run(main())
 

@@ -95,11 +95,11 @@ def test_a_server_signed_by_another_ca_fails_with_a_clear_message(
     stranger = TLSSetup.make(tmp_path / "stranger")
     started = time.monotonic()
     with pytest.raises(zklocks.ConnectionFailed) as failed:
-        zklocks.Client(tls_server.hosts, ssl=stranger.context(), connect_timeout=2).start()
+        zklocks.Client(tls_server.hosts, ssl=stranger.context()).start()
     message = str(failed.value)
     assert "certificate did not verify" in message and tls_server.hosts in message
     assert "is ZooKeeper running" not in message  # it is; the hint would mislead
-    assert time.monotonic() - started < 30
+    assert time.monotonic() - started < 2.0  # a definite cause: not the 15 s timeout
 
     async def main() -> None:
         client = zklocks.AsyncClient(tls_server.hosts, ssl=stranger.context(), connect_timeout=2)
@@ -115,13 +115,35 @@ def test_mutual_tls_with_a_client_certificate_and_without(
     client = zklocks.Client(mtls_server.hosts, ssl=tls.context(client_cert=True))
     with client, client.lock("/mtls/orders") as lease:
         assert lease.token > 0
-    # Without one the TLS 1.3 handshake completes and the server drops us just after:
-    # retried until the connect timeout, then ConnectionFailed saying why.
+    # Without one the TLS 1.3 handshake completes and the server drops us just after,
+    # with an alert that names the cause: ConnectionFailed at once, saying why.
     started = time.monotonic()
     with pytest.raises(zklocks.ConnectionFailed) as failed:
-        zklocks.Client(mtls_server.hosts, ssl=tls.context(), connect_timeout=3).start()
-    assert time.monotonic() - started >= 2.5
+        zklocks.Client(mtls_server.hosts, ssl=tls.context()).start()
+    assert time.monotonic() - started < 2.0  # not the 15 s connect_timeout
     assert "client certificate" in str(failed.value)
+
+
+def test_a_tls_mismatch_fails_at_once_naming_the_cause_both_ways(
+    zk_server: ZooKeeperServer, tls_server: ZooKeeperServer
+) -> None:
+    # ssl=True on a plaintext port: the server hangs up during the TLS handshake.
+    started = time.monotonic()
+    with pytest.raises(zklocks.ConnectionFailed) as failed:
+        zklocks.Client(zk_server.hosts, ssl=True).start()
+    assert time.monotonic() - started < 2.0  # not the 15 s connect_timeout
+    message = str(failed.value)
+    assert zk_server.hosts in message and "plaintext port" in message and "ssl=" in message
+    assert "is ZooKeeper running" not in message and "--" not in message
+    # A plaintext client on a TLS-only port: the server hangs up without a word; a TLS
+    # ClientHello tells that port from a member that is not serving.
+    started = time.monotonic()
+    with pytest.raises(zklocks.ConnectionFailed) as failed:
+        zklocks.Client(tls_server.hosts).start()
+    assert time.monotonic() - started < 2.0
+    message = str(failed.value)
+    assert tls_server.hosts in message and "speaks TLS" in message and "ssl=True" in message
+    assert "is ZooKeeper running" not in message and "--" not in message
 
 
 def test_creator_acl_over_mutual_tls_counts_the_certificate_identity_as_ours(

@@ -201,3 +201,15 @@ def test_release_from_another_task_frees_the_lock(
             assert await asyncio.to_thread(nodes, observer, path) == []
 
     asyncio.run(asyncio.wait_for(scenario(), 60))
+
+
+def test_a_released_lease_says_so_and_is_never_suspended(zk_server: ZooKeeperServer) -> None:
+    client = zklocks.Client(zk_server.hosts)
+    with client:
+        lease = client.lock(unique("released")).acquire()
+        assert repr(lease).endswith(" held>")
+        lease.release()
+        assert lease.ended and repr(lease).endswith(" released>")
+    assert not client.connected
+    assert lease.ended and not lease.suspended and not lease.lost
+    assert repr(lease).endswith(" released>")

@@ -192,12 +192,34 @@ def test_a_holder_after_an_excluding_one_has_the_higher_token() -> None:
 # ------------------------------------------------------------------ fencing
 
 
-def write(c: int, n: int, w: int, token: int, invoke: float, end: float, ok: bool) -> list[Event]:
-    base = {"c": c, "op": "write", "n": n, "w": w}
-    return [
-        {**base, "ev": "invoke", "t": T0 + invoke, "token": token},
-        {**base, "ev": "ok" if ok else "fail", "t": T0 + end, "error": None if ok else "stale"},
-    ]
+def write(
+    c: int,
+    n: int,
+    w: int,
+    token: int,
+    invoke: float,
+    end: float | None,
+    ok: bool,
+    *,
+    store: str = "zk",
+    error: str = "stale: highest 99",
+) -> list[Event]:
+    base = {"c": c, "op": "write", "n": n, "w": w, "store": store}
+    element = f"{token}:c{c}:{w}"
+    events = [{**base, "ev": "invoke", "t": T0 + invoke, "token": token, "element": element}]
+    if end is not None:
+        outcome = {"ev": "ok"} if ok else {"ev": "fail", "error": error}
+        events.append({**base, **outcome, "t": T0 + end})
+    return events
+
+
+def holders(count: int) -> list[list[Event]]:
+    """Acquisition 1 of clients 0 .. count - 1 (writes are recorded under one)."""
+    return [acquisition(c, 1, invoke=0, ok=0.1 * c + 0.1, token=c + 1) for c in range(count)]
+
+
+def final(store: str, *elements: str, t: float = 100.0) -> Event:
+    return {"c": "runner", "ev": "final", "t": T0 + t, "store": store, "elements": list(elements)}
 
 
 def test_an_accepted_write_with_a_token_already_beaten_is_a_stale_write() -> None:
@@ -212,6 +234,54 @@ def test_an_accepted_write_with_a_token_already_beaten_is_a_stale_write() -> Non
     assert [w.token for w in verdict.violations[0].writes] == [20, 10]
     # overlapping writes: the register may have taken the older one first
     assert checks(history(*holds, extra=(*newer, *write(0, 1, 1, 10, 5.15, 5.3, ok=True)))) == {}
+
+
+def test_the_stale_check_is_per_store_and_counts_an_element_that_landed_unanswered() -> None:
+    newer = write(1, 1, 1, 20, 5.1, 5.2, ok=True, store="pg")
+    # the newer token went to pg only: redis may take the older one after it
+    older_redis = write(0, 1, 1, 10, 6.0, 6.1, ok=True, store="redis")
+    assert checks(history(*holders(5), extra=(*newer, *older_redis))) == {}
+    # an older write in pg with no answer: nothing, unless its element is in the set
+    unanswered = write(0, 1, 1, 10, 6.0, None, ok=False, store="pg")
+    assert checks(history(*holders(5), extra=(*newer, *unanswered))) == {}
+    landed = (*newer, *unanswered, final("pg", "20:c1:1", "10:c0:1"))
+    assert checks(history(*holders(5), extra=landed)) == {"fencing": 1}
+
+
+def test_an_accepted_element_missing_from_the_final_set_is_lost() -> None:
+    a = write(0, 1, 1, 10, 1.0, 1.2, ok=True)
+    b = write(1, 1, 1, 20, 5.0, 5.2, ok=True)
+    assert checks(history(*holders(5), extra=(*a, *b, final("zk", "10:c0:1", "20:c1:1")))) == {}
+    verdict = check(history(*holders(5), extra=(*a, *b, final("zk", "20:c1:1"))), MUTEX)
+    assert dict(verdict.counts) == {"set-lost": 1}
+    assert [w.element for w in verdict.violations[0].writes] == ["10:c0:1"]
+    # refused, unanswered and unknown writes claim nothing: never lost
+    refused = write(2, 1, 1, 5, 6.0, 6.1, ok=False)
+    unknown = write(3, 1, 1, 30, 7.0, 7.1, ok=False, error="unknown: ConnectionLoss")
+    unanswered = write(4, 1, 1, 40, 8.0, None, ok=False)
+    rest = (*refused, *unknown, *unanswered)
+    assert (
+        checks(history(*holders(5), extra=(*a, *b, *rest, final("zk", "10:c0:1", "20:c1:1")))) == {}
+    )
+    # no final set read: nothing judged (the runner makes that a failed run)
+    assert checks(history(*holders(5), extra=(*a, *b))) == {}
+
+
+def test_duplicated_unknown_and_refused_elements_in_a_set_are_violations() -> None:
+    a = write(0, 1, 1, 10, 1.0, 1.2, ok=True)
+    refused = write(1, 1, 1, 20, 5.0, 5.2, ok=False, error="conflict: BadVersion")
+    unknown = write(2, 1, 1, 30, 6.0, 6.2, ok=False, error="unknown: ConnectionLoss")
+    events = (*a, *refused, *unknown)
+    assert checks(history(*holders(5), extra=(*events, final("zk", "10:c0:1", "30:c2:1")))) == {}
+    assert checks(history(*holders(5), extra=(*events, final("zk", "10:c0:1", "10:c0:1")))) == {
+        "set-duplicate": 1
+    }
+    assert checks(history(*holders(5), extra=(*events, final("zk", "10:c0:1", "20:c1:1")))) == {
+        "set-corrupt": 1
+    }
+    assert checks(history(*holders(5), extra=(*events, final("zk", "10:c0:1", "nobody")))) == {
+        "set-corrupt": 1
+    }
 
 
 # ------------------------------------------------------------------ the rest

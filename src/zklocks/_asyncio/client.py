@@ -81,8 +81,9 @@ class AsyncClient(LockMaker[AsyncLock, AsyncReadWriteLock]):
         """Connect and make a session; returns the client.
 
         Raises ``ConnectionFailed`` (a ``TimeoutError``) if no server answers within
-        ``connect_timeout``; ``ClientClosed`` if the client was stopped, or was started in
-        a process this one was forked from.
+        ``connect_timeout``, or at once when every host failed for a cause that waiting
+        cannot change (see docs/transport.md); ``ClientClosed`` if the client was
+        stopped, or was started in a process this one was forked from.
         """
         if self._forked:
             raise ClientClosed(forks.INHERITED)

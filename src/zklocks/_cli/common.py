@@ -22,6 +22,7 @@ from zklocks._sync.client import Client
 
 # Exit statuses (sysexits.h where one fits), documented in docs/cli.md.
 EX_USAGE = 2  # click's own for usage errors
+EX_NOINPUT = 66  # no such lock or election at the path, or one of another kind
 EX_UNAVAILABLE = 69  # ZooKeeper unreachable, or no ZooKeeper to start
 EX_SOFTWARE = 70  # the demo: an expectation failed
 EX_NOT_ACQUIRED = 75  # EX_TEMPFAIL: the lock was not acquired in time (try again later)
@@ -167,7 +168,10 @@ def connect(
         reasons: Sequence[str] = getattr(cause, "reasons", ())
         if getattr(cause, "refused", False):  # it runs, and said no: say what to fix
             found = "".join(f"\n  {reason}" for reason in reasons) or f" {error}"
-            fail(f"cannot connect to ZooKeeper at {hosts}:{found}", EX_UNAVAILABLE)
+            fail(
+                f"cannot connect to ZooKeeper at {hosts}:{found}{tls_hints(reasons)}",
+                EX_UNAVAILABLE,
+            )
         fail(unreachable_message(hosts, connect_timeout, reasons), EX_UNAVAILABLE)
     except InvalidArgument as error:  # e.g. a chroot that does not exist on the server
         fail(f"--hosts {hosts}: {error}", EX_USAGE)
@@ -182,17 +186,36 @@ def connect(
     return client
 
 
+# The library's TLS reasons name its own arguments (ssl=); the command line's options.
+_TLS_HINTS = (
+    ("did not verify", "Trust the CA that signed it with --tls-ca FILE."),
+    ("client certificate", "Present one with --tls-cert FILE --tls-key FILE."),
+    ("speaks TLS", "Connect with --tls (or --tls-ca FILE)."),
+    ("plaintext", "Leave out --tls (and ZKLOCKS_TLS*), or give the server a TLS port."),
+)
+
+
+def tls_hints(reasons: Sequence[str]) -> str:
+    """The command-line options that fix the TLS refusals in ``reasons``."""
+    hints = dict.fromkeys(
+        hint for key, hint in _TLS_HINTS if any(key in reason for reason in reasons)
+    )
+    return "".join(f"\n  - {hint}" for hint in hints)
+
+
 def unreachable_message(hosts: str, connect_timeout: float, reasons: Sequence[str] = ()) -> str:
     found = "".join(f"\n  {reason}" for reason in reasons)
     if found:
         head = f"cannot reach ZooKeeper at {hosts}:{found}\n"
     else:
         head = f"cannot reach ZooKeeper at {hosts} (no answer within {connect_timeout:g} s).\n"
+    # more time helps only a host that said nothing; a refusal or a bad name is final
+    silent = not reasons or any("did not answer" in reason for reason in reasons)
     return (
         head + "  - Is a server running there? For a local one to try things with, run:\n"
         "        zklocks server\n"
-        "  - Elsewhere? Pass --hosts host:port[,host:port...] or set ZKLOCKS_HOSTS.\n"
-        "  - Slow network? Allow more time with --connect-timeout SECONDS."
+        "  - Elsewhere? Pass --hosts host:port[,host:port...] or set ZKLOCKS_HOSTS."
+        + ("\n  - Slow network? Allow more time with --connect-timeout SECONDS." if silent else "")
     )
 
 

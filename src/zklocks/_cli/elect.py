@@ -21,6 +21,7 @@ import click
 
 from zklocks._cli.common import (
     CONTEXT,
+    EX_NOINPUT,
     EX_NOPERM,
     age,
     check_path,
@@ -39,8 +40,10 @@ from zklocks._cli.run import (
     kill_after_option,
 )
 from zklocks._cli.security import Security, security_options
-from zklocks._core.contenders import Contender
+from zklocks._cli.status_view import KIND_WORDS
+from zklocks._core.contenders import Contender, directory_acl, list_contenders
 from zklocks._core.errors import AccessDenied, LockError
+from zklocks._sync.client import Client
 
 ELECT_EPILOG = """\b
 Examples:
@@ -184,6 +187,7 @@ def leader(
     election = client.election(path)
     try:
         if not watch:
+            _check_election(client, path)
             current = election.leader()
             click.echo(json.dumps(leader_json(path, current)) if as_json else leader_text(current))
             return
@@ -201,6 +205,16 @@ def leader(
         fail(f"cannot read {path}: {error}")
     finally:
         client.stop()
+
+
+def _check_election(client: Client, path: str) -> None:
+    """Exit 66 when nothing is at ``path``, or a lock of another kind is."""
+    contenders = client._run(list_contenders(path))
+    if not contenders and client._run(directory_acl(path)) is None:
+        fail(f"not an election: {path} does not exist", EX_NOINPUT)
+    if contenders and all(contender.kind != "elect" for contender in contenders):
+        kind = KIND_WORDS.get(contenders[0].kind, contenders[0].kind)
+        fail(f"not an election: {path} holds a {kind}; see zklocks status {path}", EX_NOINPUT)
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:

@@ -158,9 +158,11 @@ def _serve(
         except ServerSetupError as error:
             fail(str(error), EX_UNAVAILABLE)
         except PortInUse as error:
+            asked = [port + offset for offset in range(size or 1)]
+            existing = ",".join(f"127.0.0.1:{number}" for number in asked)
             fail(
                 f"{error}: is a ZooKeeper (another `zklocks server`?) running there already?\n"
-                "  - To use that one: export ZKLOCKS_HOSTS=127.0.0.1:PORT\n"
+                f"  - To use that one: export ZKLOCKS_HOSTS={existing}\n"
                 "  - To start another on a free port: zklocks server --port 0",
                 EX_UNAVAILABLE,
             )

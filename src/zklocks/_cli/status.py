@@ -17,6 +17,7 @@ from rich.table import Table
 
 from zklocks._cli.common import (
     CONTEXT,
+    EX_NOINPUT,
     EX_NOPERM,
     connect,
     connection_options,
@@ -85,6 +86,11 @@ def status(
     client = connect(hosts, connect_timeout, security=security)
     try:
         state = snapshot(client, path)
+        everyone = state["holders"] + state["waiters"]
+        if state["acl"] is None and not everyone:
+            fail(f"no such lock: {path} does not exist", EX_NOINPUT)
+        if everyone and all(entry["kind"] == "election" for entry in everyone):
+            fail(f"not a lock: {path} is an election; see zklocks leader {path}", EX_NOINPUT)
         if as_json:
             click.echo(json.dumps(state, indent=2))
             return

@@ -25,6 +25,10 @@ from zklocks._sync.client import Client
 REDRAW_INTERVAL = 1.0  # durations tick on screen; ZooKeeper is not asked again
 
 
+# A contender's kind as ``ls`` names its lock: a semaphore's nodes are its leases.
+KIND_WORDS = {"lease": "semaphore", "elect": "election"}
+
+
 def snapshot(client: Client, path: str) -> dict[str, Any]:
     """The state of one lock as a JSON-ready dict (the ``--json`` document)."""
     contenders = client._run(list_contenders(path))
@@ -51,7 +55,7 @@ def _entry(place: Place, now: dt.datetime) -> dict[str, Any]:
         "position": place.place,
         "holder": c.holder,
         "node": c.node,
-        "kind": c.kind,
+        "kind": KIND_WORDS.get(c.kind, c.kind),
         "layout": c.layout,
         "sequence": c.sequence,
         "identifier": c.identifier,

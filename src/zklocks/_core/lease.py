@@ -100,7 +100,12 @@ class LeaseBase:
                 self._counted = _events.lease_held(kind, path)
 
     def __repr__(self) -> str:
-        state = "lost" if self.lost else "suspended" if self.suspended else "held"
+        if self.lost:
+            state = "lost"
+        elif self._ended:
+            state = "released"
+        else:
+            state = "suspended" if self.suspended else "held"
         return f"<Lease {self.node} token={self.token} {state}>"
 
     @property
@@ -117,8 +122,10 @@ class LeaseBase:
 
     @property
     def suspended(self) -> bool:
-        """Cut off from ZooKeeper, but not for long enough that the lease may be lost."""
-        return not self.lost and not self._session.connected()
+        """Cut off from ZooKeeper, but not for long enough that the lease may be lost.
+
+        Never for a lease that has ended: it no longer depends on the connection."""
+        return not self._ended and not self.lost and not self._session.connected()
 
     def add_lost_callback(self, fn: LostCallback) -> None:
         """Call ``fn(lease)`` once when the lease is lost (at once if it already is)."""

@@ -277,7 +277,7 @@ def connect_failure_reason(error: BaseException) -> str | None:
     if isinstance(error, _ssl.SSLCertVerificationError):
         return (
             f"TLS: the server's certificate did not verify ({error.verify_message}); "
-            "trust the CA that signed it (ssl=context with cafile=..., or --tls-ca FILE)"
+            "trust the CA that signed it (ssl=ssl.create_default_context(cafile=...))"
         )
     if isinstance(error, _ssl.SSLError):
         reason = str(error.reason or error)
@@ -285,7 +285,7 @@ def connect_failure_reason(error: BaseException) -> str | None:
             return (
                 f"TLS: the server refused our client certificate or its absence ({reason}); "
                 "it requires one it trusts (mutual TLS): load one with "
-                "context.load_cert_chain, or --tls-cert/--tls-key"
+                "context.load_cert_chain"
             )
         if "HANDSHAKE_FAILURE" in reason.upper():
             # TLS 1.2 has no certificate_required alert: a server that needs a client
@@ -293,10 +293,10 @@ def connect_failure_reason(error: BaseException) -> str | None:
             # catch-all, which also means no TLS version or cipher in common.
             return (
                 f"TLS handshake failed ({reason}): most likely the server requires a client "
-                "certificate it trusts (mutual TLS): load one with context.load_cert_chain, "
-                "or --tls-cert/--tls-key; otherwise we share no TLS version or cipher with it"
+                "certificate it trusts (mutual TLS): load one with context.load_cert_chain; "
+                "otherwise we share no TLS version or cipher with it"
             )
         if "WRONG_VERSION_NUMBER" in reason.upper():
-            return f"TLS handshake failed ({reason}): is this port plain TCP? (leave out --tls)"
+            return f"TLS handshake failed ({reason}): is this port plaintext? (leave out ssl=)"
         return f"TLS handshake failed ({reason})"
     return None

@@ -151,7 +151,9 @@ class Client(LockMaker[Lock, ReadWriteLock]):
         """Connect and make a session; returns the client.
 
         Raises ``ConnectionFailed`` (a ``TimeoutError``) if no server answers within
-        ``connect_timeout``, naming each host and what went wrong with it; ``ClientClosed``
+        ``connect_timeout``, naming each host and what went wrong with it, or at once when
+        every host failed for a cause that waiting cannot change (refused, a name that does
+        not resolve, a TLS refusal or mismatch; see docs/transport.md); ``ClientClosed``
         if the client was stopped (a client is started once), or was started in a process
         this one was forked from (see docs/recipes.md).
         """

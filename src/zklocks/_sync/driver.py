@@ -37,6 +37,7 @@ from zklocks._core.ops import (
     Wake,
     too_late,
 )
+from zklocks._core.threads import wait_interruptibly
 from zklocks._sync.session import SyncSession
 from zklocks._vocabulary import WatchEvent
 
@@ -144,7 +145,9 @@ class Inbox:
             ready = self._ready = threading.Event()  # no watch set: only the deadline ends it
         while True:
             remaining = None if deadline is None else deadline - clock()
-            if (remaining is not None and remaining <= 0) or not ready.wait(remaining):
+            if (remaining is not None and remaining <= 0) or not wait_interruptibly(
+                ready, remaining
+            ):
                 return TIMED_OUT
             ready.clear()
             taken = []

@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 
 from zklocks._core.errors import InvalidArgument
 from zklocks._core.ops import TIMED_OUT, GetData, Reply, Request
+from zklocks._core.threads import background_thread
 from zklocks._core.validate import DEFAULT_LEASE_TIMING, LeaseTiming
 from zklocks._protocol.errors import (
     ClientClosedError,
@@ -219,9 +220,7 @@ class NativeSession:
         self._connection.thread_writes = True  # callers write their own requests
         self._connect_timeout = connect_timeout
         self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(
-            target=self._loop.run_forever, name="zklocks-connection", daemon=True
-        )
+        self._thread = background_thread(self._loop.run_forever, "zklocks-connection")
         self._closed = False
         self._pending: set[_Latch] = set()  # calls handed to the loop, not yet answered
         self._pending_lock = threading.Lock()
@@ -396,7 +395,7 @@ class NativeSession:
                 with self._pending_lock:
                     self._apart.discard(thread)
 
-        thread = threading.Thread(target=apart, name="zklocks-cleanup", daemon=True)
+        thread = background_thread(apart, "zklocks-cleanup")
         with self._pending_lock:
             closed = self._closed
             if not closed:

@@ -60,6 +60,6 @@ def connection_failed(error: ConnectionFailedError) -> ConnectionFailed:
     if error.refused:  # a TLS or credentials refusal: the message already says what to fix
         return ConnectionFailed(str(error))
     return ConnectionFailed(
-        f"{error}; is ZooKeeper running there? Start one with `zklocks server`, "
-        "or point --hosts / ZKLOCKS_HOSTS at yours"
+        f"{error}; is ZooKeeper running there? Check hosts=, or start a local one "
+        "with `zklocks server`"
     )

@@ -164,6 +164,31 @@ class _Wire(asyncio.Protocol):
             self.transport.abort()
 
 
+async def _speaks_tls(host: str, port: int, timeout: float) -> bool:
+    """Whether ``host:port`` answers a TLS ClientHello with TLS (its certificate unchecked:
+    only the protocol is asked). A TLS-only ZooKeeper port hangs up on a plaintext
+    handshake without a byte, exactly as a member without quorum does; this tells them
+    apart."""
+    context = _ssl.SSLContext(_ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname = False
+    context.verify_mode = _ssl.CERT_NONE
+    try:
+        _reader, writer = await asyncio.wait_for(
+            asyncio.open_connection(host, port, ssl=context), timeout
+        )
+    except _ssl.SSLError as exc:
+        # an alert is TLS too (a server that wants a client certificate, say)
+        return not isinstance(exc, _ssl.SSLEOFError | _ssl.SSLZeroReturnError) and (
+            "WRONG_VERSION_NUMBER" not in str(exc).upper()
+        )
+    except (OSError, asyncio.TimeoutError):
+        return False
+    writer.close()
+    with contextlib.suppress(Exception):
+        await writer.wait_closed()
+    return True
+
+
 class Connection:
     """A ZooKeeper session kept alive over reconnects, on one asyncio event loop."""
 
@@ -216,6 +241,7 @@ class Connection:
         self._failures: dict[str, str] = {}  # host -> why it first failed (this outage)
         self._reported: set[tuple[str, str]] = set()  # (host, kind of failure) logged
         self._refusals: set[str] = set()  # hosts that refused us (TLS), this outage
+        self._tls_ports: dict[str, bool] = {}  # host -> answers TLS (asked once, at start)
         # The lease rule (see ``lease_sent``). Until start() has learnt whether the server
         # is one of an ensemble, and its tickTime, assume the worst ZooKeeper allows.
         self._clock_drift = clock_drift
@@ -933,6 +959,10 @@ class Connection:
         tried: dict[str, None] = {}
         failures = 0
         backoff = _BACKOFF_MIN
+        # This round's failures, when every one so far had a definite cause (refused,
+        # unknown name, a TLS refusal or mismatch); None once a host was silent or
+        # answered. At start, a round of definite failures ends the search at once.
+        definite: dict[str, str] | None = {}
         while True:
             if self._closing:
                 raise asyncio.CancelledError  # a cancel that wait_for swallowed
@@ -971,7 +1001,22 @@ class Connection:
                 self._reconnect_backoff = _BACKOFF_MIN
                 continue  # the server hung up; a new connection asks for a new session
             failures += 1
+            if definite is not None and outcome is not None:
+                definite[name] = outcome
+            else:
+                definite = None
             if failures % len(self._addresses) == 0:
+                if deadline is not None and definite:
+                    # Every host failed for a reason that waiting will not change.
+                    raise ConnectionFailedError(
+                        "no ZooKeeper server could be reached ("
+                        + "; ".join(definite.values())
+                        + ")",
+                        hosts=tuple(tried),
+                        reasons=tuple(definite.values()),
+                        refused=bool(self._refusals & set(definite)),
+                    )
+                definite = {}
                 # Every host failed once: pause before the next round, not longer than
                 # the time left.
                 pause = random.uniform(backoff / 2, backoff)
@@ -1028,15 +1073,25 @@ class Connection:
         if started is not None and not started.done():
             started.set_exception(error)
 
-    def _tls_failure(self, error: BaseException, wire: _Wire) -> str | None:
-        """What a TLS refusal (or a plain client on a TLS-only port) means, else None."""
+    def _tls_failure(self, error: BaseException, wire: _Wire, tls_port: bool) -> str | None:
+        """What a TLS refusal (or a TLS mismatch, either way) means, else None."""
         reason = _security.connect_failure_reason(error)
         if reason is None and wire.error is not None:
             reason = _security.connect_failure_reason(wire.error)
-        if reason is None and self._ssl is None and isinstance(error, ConnectionLossError):
+        if reason is None and tls_port:
             reason = (
-                "the server hung up during the ZooKeeper handshake (a TLS-only port? "
-                "then connect with ssl=True or an ssl.SSLContext, --tls on the command line)"
+                "the server hung up on our plaintext handshake and speaks TLS on that port; "
+                "connect with ssl=True or an ssl.SSLContext"
+            )
+        if (
+            reason is None
+            and self._ssl is not None
+            and wire.transport is None  # the TLS handshake did not complete
+            and isinstance(error, ConnectionResetError | ConnectionAbortedError | _ssl.SSLEOFError)
+        ):
+            reason = (
+                "the server hung up during the TLS handshake (a plaintext port? "
+                "then leave out ssl=, or serve TLS on that port)"
             )
         return reason
 
@@ -1053,18 +1108,26 @@ class Connection:
 
     async def _connect_one(
         self, host: str, port: int, timeout: float
-    ) -> Established | Expired | None:
+    ) -> Established | Expired | str | None:
+        """The session's event, or for a failure its reason when definite, else None."""
         loop = self._loop_or_running()
         wire = _Wire(self, loop)
         self._attempt = wire
         try:
+            started = time.monotonic()
             try:
                 event = await asyncio.wait_for(self._handshake(wire, host, port), timeout)
             except (OSError, asyncio.TimeoutError, ZooKeeperError) as exc:
                 log.debug("could not connect to %s:%s: %r", host, port, exc)
-                self._report_failure(f"{host}:{port}", exc, wire, timeout)
                 self._abandon(wire)
-                return None
+                name = f"{host}:{port}"
+                tls_port = False
+                if self._hung_up_plain(exc, wire):
+                    if name not in self._tls_ports:
+                        left = timeout - (time.monotonic() - started)
+                        self._tls_ports[name] = await _speaks_tls(host, port, max(left, 0.001))
+                    tls_port = self._tls_ports[name]
+                return self._report_failure(name, exc, wire, timeout, tls_port)
             except BaseException:
                 self._abandon(wire)
                 raise
@@ -1080,22 +1143,41 @@ class Connection:
         finally:
             self._attempt = None
 
-    def _report_failure(self, host: str, error: BaseException, wire: _Wire, limit: float) -> None:
+    def _report_failure(
+        self, host: str, error: BaseException, wire: _Wire, limit: float, tls_port: bool
+    ) -> str | None:
         """Say once per host (until a session is made) why it failed: refused, unknown
         name, silent, or not ZooKeeper. INFO before the first session (``start()``
-        raises with these reasons), WARNING for a client that was connected."""
-        tls = None if wire.foreign is not None else self._tls_failure(error, wire)
+        raises with these reasons), WARNING for a client that was connected.
+
+        Returns the reason when it is definite (see ``_diagnose.definite``), else None.
+        """
+        tls = None if wire.foreign is not None else self._tls_failure(error, wire, tls_port)
         if wire.foreign is not None:
             text, kind = _diagnose.not_zookeeper(host, wire.foreign), "foreign"
+            sure = _diagnose.looks_like(wire.foreign) == _diagnose.TLS
         elif tls is not None:
             text, kind = f"{host}: {tls}", "tls"
             self._refusals.add(host)
+            sure = True
         else:
             text, kind = _diagnose.failure(host, error, limit), type(error).__name__
+            sure = _diagnose.definite(error)
         self._failures.setdefault(host, text)
         if (host, kind) not in self._reported:
             self._reported.add((host, kind))
             log.log(logging.WARNING if self.last_host else logging.INFO, "%s", text)
+        return text if sure else None
+
+    def _hung_up_plain(self, error: BaseException, wire: _Wire) -> bool:
+        """A plaintext client's first handshake ended by a silent hang-up: a TLS-only port,
+        or a member that is not serving (no quorum yet). ``_speaks_tls`` tells which."""
+        return (
+            self._ssl is None
+            and self.last_host is None
+            and isinstance(error, ConnectionLossError)
+            and wire.foreign is None
+        )
 
     def _abandon(self, wire: _Wire) -> None:
         """Abort a connection attempt; close() waits until its socket is really closed."""

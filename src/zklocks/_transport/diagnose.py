@@ -11,11 +11,13 @@ from __future__ import annotations
 import asyncio
 import socket
 
+TLS = "TLS (a TLS port: connect with TLS)"
+
 # What the first bytes of a non-ZooKeeper answer most likely are.
 _SIGNATURES: tuple[tuple[bytes, str], ...] = (
     (b"HTTP/", "HTTP"),
-    (b"\x15\x03", "TLS (a TLS port: connect with TLS)"),
-    (b"\x16\x03", "TLS (a TLS port: connect with TLS)"),
+    (b"\x15\x03", TLS),
+    (b"\x16\x03", TLS),
     (b"SSH-", "SSH"),
     (b"-ERR", "Redis"),
     (b"-NOAUTH", "Redis"),
@@ -41,6 +43,12 @@ def not_zookeeper(host: str, data: bytes) -> str:
     return f"{text}; it looks like {guess}" if guess else text
 
 
+def definite(error: BaseException) -> bool:
+    """Whether waiting cannot change this failure's cause: a refused connection (nothing
+    listens) or a name that does not resolve. A silent host may still answer."""
+    return isinstance(error, ConnectionRefusedError | socket.gaierror)
+
+
 def failure(host: str, error: BaseException, timeout: float) -> str:
     """One attempt's failure as a sentence that starts with ``host``."""
     if isinstance(error, ConnectionRefusedError):
@@ -49,6 +57,8 @@ def failure(host: str, error: BaseException, timeout: float) -> str:
         return f"{host}: unknown host name (it does not resolve)"
     if isinstance(error, asyncio.TimeoutError | TimeoutError):
         return f"{host} did not answer within {timeout:.3g} s"
+    if isinstance(error, ConnectionResetError):
+        return f"{host} reset the connection"
     if isinstance(error, OSError):
         return f"{host}: {error.strerror or error}"
     return f"{host} closed the connection before a session was made ({error})"

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import TypeVar, cast
 
 from zklocks._core.ops import TIMED_OUT, Created, Exists, GetData, NodeData, Reply, Request
+from zklocks._core.threads import background_thread
 from zklocks._core.validate import LeaseTiming
 from zklocks._protocol.errors import (
     ClientClosedError,
@@ -171,7 +172,7 @@ class SimServer:
         if self._reaper is not None and self._reaper.is_alive():
             self._changed.notify_all()
             return
-        self._reaper = threading.Thread(target=self._reap, name="sim-reaper", daemon=True)
+        self._reaper = background_thread(self._reap, "sim-reaper")
         self._reaper.start()
 
     def _reap(self) -> None:
@@ -295,7 +296,7 @@ class SimSession:
         with server.lock:
             server.refresh()
             self._open()
-        self._thread = threading.Thread(target=self._run_events, name="sim-events", daemon=True)
+        self._thread = background_thread(self._run_events, "sim-events")
         self._thread.start()
         self._notify(SessionState.CONNECTED)
 
