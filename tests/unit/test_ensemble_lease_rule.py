@@ -156,3 +156,12 @@ def test_conf_answers_parse() -> None:
     assert parse_admin_conf(body, "admin") == Timing(2.0, "admin", None)
     assert parse_admin_conf(b"<html>not json</html>", "admin") is None
     assert parse_admin_conf(b'{"tick_time": -5}', "admin") is None
+
+
+def test_the_shortest_session_the_warning_names_is_the_sustainability_bound() -> None:
+    for tick in (0.2, 0.4, 2.0):
+        probe = SyncChain(10.0, 0.01, Timing(tick, "conf"))
+        shortest = probe.shortest_session()
+        assert 4 * tick < shortest < 4.5 * tick + 0.2, (tick, shortest)
+        assert SyncChain(shortest * 1.01, 0.01, Timing(tick, "conf")).sustainable()
+        assert not SyncChain(shortest * 0.99, 0.01, Timing(tick, "conf")).sustainable()

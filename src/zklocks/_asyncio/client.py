@@ -49,7 +49,7 @@ class AsyncClient(LockMaker[AsyncLock, AsyncReadWriteLock]):
         session_timeout: float = 10.0,
         connect_timeout: float = 15.0,
         tick_time: float | None = None,
-        clock_drift: float = 0.01,
+        clock_drift: float = _validate.DEFAULT_CLOCK_DRIFT,
         ensemble_lag: float | None = None,
         auth: Sequence[tuple[str, str | bytes]] | None = None,
         acl: str | Sequence[ACL] = "open",

@@ -127,13 +127,16 @@ def clock_drift(value: object) -> float:
     return float(value)
 
 
+DEFAULT_CLOCK_DRIFT = 0.01  # our clock and the leader's may differ in rate by 1 %
+
+
 @dataclass(frozen=True)
 class LeaseTiming:
     """What the lease rule needs from the user: the servers' tickTime (None: learn it)
     and the clock-rate margin. Validated once, passed down as one object."""
 
     tick_time: float | None = None
-    clock_drift: float = 0.01
+    clock_drift: float = DEFAULT_CLOCK_DRIFT
 
     @classmethod
     def of(cls, tick: object, drift: object) -> LeaseTiming:

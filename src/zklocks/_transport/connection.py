@@ -902,7 +902,7 @@ class Connection:
                 "--tick-time or ZKLOCKS_TICK_TIME)",
                 self.last_host,
                 self.session_timeout,
-                self.session_timeout / 2,
+                _lease_rule.assumed_timing(self.session_timeout).tick,
             )
             return
         self._timing = timing
@@ -920,10 +920,10 @@ class Connection:
                 "a %.3g s session is too short to keep a lease on an ensemble with "
                 "tickTime %.3g s (a lease proven through the leader is about 3 sync "
                 "intervals plus a tick old); leases will be lost while connected: use a "
-                "session_timeout of at least %.3g s",
+                "session_timeout above %.3g s",
                 self.session_timeout,
                 timing.tick,
-                7 * timing.tick,
+                rule.shortest_session(),
             )
         if self._wire is not None:
             self._arm_timer()  # the renewal interval has changed

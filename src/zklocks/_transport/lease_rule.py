@@ -46,6 +46,8 @@ from __future__ import annotations
 from bisect import bisect_right
 from dataclasses import dataclass
 
+from zklocks._core.validate import DEFAULT_CLOCK_DRIFT
+
 __all__ = [
     "DEFAULT_CLOCK_DRIFT",
     "LeaseRule",
@@ -56,7 +58,6 @@ __all__ = [
     "plant",
 ]
 
-DEFAULT_CLOCK_DRIFT = 0.01  # our clock and the leader's may differ in rate by 1 %
 _OVERLAP_MARGIN = 0.05  # seconds beyond a tick that a deposed leader may still answer
 _MERGE = 0.005  # answers closer than this share an entry (at the later, safer times)
 _KEEP = 4096  # entries of history kept at most; older ones prove nothing useful
@@ -209,16 +210,24 @@ class SyncChain(LeaseRule):
         """How stale an anchor may be while the lease still runs."""
         return self.session_timeout - self.margin()
 
+    def _shortest_interval(self) -> float:
+        """I must exceed G (plus a round trip) for the chain to advance."""
+        return self.gap * 1.05 + 0.01
+
     def renew_interval(self) -> float:
         # A sync every I proves, at each answer, the send time of the sync two before:
-        # the lease is at most about 3 I stale just before the next proof. I must exceed
-        # G (plus a round trip) for the chain to advance. A quarter of the budget leaves
-        # room for slow answers.
-        return max(self.gap * 1.05 + 0.01, self.budget() / 4)
+        # the lease is at most about 3 I stale just before the next proof. A quarter of
+        # the budget leaves room for slow answers.
+        return max(self._shortest_interval(), self.budget() / 4)
 
     def sustainable(self) -> bool:
         """Can a healthy connection keep a lease at all with this timing?"""
         return 3 * self.renew_interval() < self.budget()
+
+    def shortest_session(self) -> float:
+        """The session timeout below which ``sustainable()`` fails for this tickTime."""
+        fixed = 3 * self._shortest_interval() + self.overlap
+        return fixed / (1 - self.clock_drift)
 
 
 class _LagRule(LeaseRule):
