@@ -7,7 +7,6 @@ import itertools
 import os
 import platform
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -15,6 +14,8 @@ import time
 from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any
+
+from zklocks.server import _free_ports
 
 WATCH_FIRES = (
     "zk_sum_node_deleted_watch_count",
@@ -106,9 +107,7 @@ class RedisServer:
             raise FileNotFoundError(
                 "redis-server is not installed (apt-get install redis-server; `make setup` does it)"
             )
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            self.port = sock.getsockname()[1]
+        self.port = _free_ports(1)[0]  # outside the ephemeral range: bound only later
         self._dir = tempfile.mkdtemp(prefix="bench-redis-")
         self.process = subprocess.Popen(
             [

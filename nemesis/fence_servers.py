@@ -18,7 +18,6 @@ import contextlib
 import glob
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -26,14 +25,14 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from zklocks.server import _free_ports
+
 _UNPRIVILEGED = "nobody"
 
 
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+    """A port the server binds later: outside the ephemeral range, as ZooKeeper's are."""
+    return _free_ports(1)[0]
 
 
 def postgres_bin() -> Path:

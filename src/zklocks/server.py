@@ -40,6 +40,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import random
 import re
 import shutil
 import signal
@@ -193,13 +194,47 @@ def find_java() -> Path:
     return Path(found)
 
 
+def _ephemeral_range() -> tuple[int, int]:
+    """The ports the kernel hands to outgoing connections (Linux's default if unknown)."""
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
 def _free_ports(count: int) -> list[int]:
-    """Distinct free loopback ports; the sockets stay bound until all are picked."""
+    """Distinct free loopback ports outside the kernel's ephemeral range.
+
+    Why outside: a port picked now is bound by a JVM only later. A port from the
+    ephemeral range (what ``bind(port 0)`` gives) can meanwhile become the local end of
+    any outgoing connection on the machine (a member dialling a peer, a proxy, a
+    client), and then the member cannot bind it: a client port fails the start, and a
+    taken quorum port makes the member unable to lead. Ports outside that range are
+    only ever taken by someone binding them on purpose. The sockets stay bound until
+    all are picked, so the picks are distinct.
+    """
+    low, high = _ephemeral_range()
+    pool = [*range(20000, min(low, 32768)), *range(max(high + 1, 61000), 65536)]
+    if len(pool) < count:  # a machine whose ephemeral range covers everything
+        pool = []
+    rng = random.SystemRandom()
     with contextlib.ExitStack() as stack:
-        sockets = [stack.enter_context(socket.socket()) for _ in range(count)]
-        for sock in sockets:
+        picked: list[int] = []
+        for port in rng.sample(pool, min(len(pool), 4 * count + 64)):
+            if len(picked) == count:
+                break
+            sock = stack.enter_context(socket.socket())
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            picked.append(port)
+        while len(picked) < count:
+            sock = stack.enter_context(socket.socket())
             sock.bind(("127.0.0.1", 0))
-        return [sock.getsockname()[1] for sock in sockets]
+            picked.append(sock.getsockname()[1])
+        return picked
 
 
 def _port_is_free(port: int) -> bool:

@@ -7,7 +7,6 @@ import os
 import re
 import select
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -48,10 +47,19 @@ def alive(pid: int) -> bool:
 
 
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+    return zk._free_ports(1)[0]
+
+
+def test_picked_ports_are_outside_the_ephemeral_range() -> None:
+    """An outgoing connection (a member dialling a peer, a proxy) can take a port from
+    the ephemeral range between the pick and the JVM's bind: seen in CI as a member
+    whose client port was "already in use"."""
+    low, high = zk._ephemeral_range()
+    ports = zk._free_ports(30)
+    assert len(set(ports)) == 30
+    assert not [port for port in ports if low <= port <= high]
+    for port in ports:
+        assert zk._port_is_free(port)
 
 
 @contextmanager
