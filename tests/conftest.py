@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from nemesis.fence_servers import PostgresServer, RedisServer
 
+from helpers import CALL_FAILED, show_member_logs_if_failed
 from zklocks.server import ZooKeeperEnsemble, ZooKeeperServer
 
 RUN_TAG = f"pytest-{os.getpid()}"
@@ -90,10 +91,19 @@ def fresh_zk_server() -> Iterator[ZooKeeperServer]:
 
 
 @pytest.fixture
-def zk_ensemble() -> Iterator[ZooKeeperEnsemble]:
+def zk_ensemble(request: pytest.FixtureRequest) -> Iterator[ZooKeeperEnsemble]:
     """A running three-member quorum of the test's own (members may be taken down)."""
     with ZooKeeperEnsemble(3, tick_time=200, max_session_timeout=60_000) as ensemble:
         yield ensemble
+        show_member_logs_if_failed(request, ensemble)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    report = yield
+    if report.when == "call" and report.failed:
+        item.stash[CALL_FAILED] = True
+    return report
 
 
 @pytest.hookimpl(wrapper=True)

@@ -11,6 +11,10 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
+import pytest
+
+from zklocks.server import ZooKeeperEnsemble
+
 
 @contextlib.contextmanager
 def ctrl_c_restored() -> Iterator[None]:
@@ -99,3 +103,25 @@ def close_session(hosts: str, session_id: int, password: bytes) -> None:
             received += chunk
     _proto, timeout, granted_id = struct.unpack(">iiq", received[4:20])
     assert granted_id == session_id and timeout > 0, "the server did not re-attach the session"
+
+
+# Set by the root conftest when a test's call phase failed.
+CALL_FAILED = pytest.StashKey[bool]()
+
+
+def show_member_logs_if_failed(request: pytest.FixtureRequest, ensemble: ZooKeeperEnsemble) -> None:
+    """Print the members' warnings into the failed test's report (its teardown output):
+    an ensemble's temporary directory, logs included, is gone once the fixture ends, and a
+    failure seen once in CI is otherwise impossible to read afterwards."""
+    if not request.node.stash.get(CALL_FAILED, False) or ensemble.data_dir is None:
+        return
+    for member in ensemble.members:
+        log = ensemble.data_dir / f"member-{member.myid}" / "zookeeper.log"
+        with contextlib.suppress(OSError):
+            notable = [
+                line
+                for line in log.read_text(errors="replace").splitlines()
+                if " WARN " in line or " ERROR " in line or "LEADING" in line
+            ]
+            print(f"--- member {member.myid} ({member.hosts}): last warnings of {log}")
+            print("\n".join(notable[-40:]))

@@ -19,6 +19,7 @@ import pytest
 from nemesis.links import Links
 
 import zklocks
+from helpers import show_member_logs_if_failed
 from zklocks._transport import connection as _connection
 from zklocks._transport.connection import Connection
 from zklocks.server import EnsembleMember, ZooKeeperEnsemble
@@ -111,6 +112,7 @@ def linked_ensemble(
             peer_route=links.route,
         ) as ensemble:
             yield ensemble, links, session_timeout
+            show_member_logs_if_failed(request, ensemble)
             links.heal()  # so the members shut down as a quorum, quickly
     finally:
         links.close()
