@@ -8,12 +8,13 @@ import socket
 import struct
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from zklocks.server import ZooKeeperEnsemble
+from zklocks.server import ZooKeeperEnsemble, ZooKeeperServer
 
 
 @contextlib.contextmanager
@@ -125,3 +126,27 @@ def show_member_logs_if_failed(request: pytest.FixtureRequest, ensemble: ZooKeep
             ]
             print(f"--- member {member.myid} ({member.hosts}): last warnings of {log}")
             print("\n".join(notable[-40:]))
+
+
+def watches_of(server: ZooKeeperServer, session_id: int) -> list[str]:
+    """The paths the server watches for one session (the ``wchc`` four-letter word)."""
+    watched: list[str] = []
+    current = None
+    for line in server.four_letter("wchc").splitlines():
+        if line.startswith("0x"):
+            current = int(line, 16)
+        elif line.strip() and current == session_id:
+            watched.append(line.strip())
+    return watched
+
+
+def wait_for_watch(
+    server: ZooKeeperServer, session_id: int, path: str, limit: float = 10.0
+) -> None:
+    """Return once the server holds a watch of ``session_id`` on ``path``: a lease's watch
+    on its own node goes out from the client's loop after ``acquire`` returned, so a test
+    that counts the session's requests waits for it first."""
+    deadline = time.monotonic() + limit
+    while path not in watches_of(server, session_id):
+        assert time.monotonic() < deadline, f"no watch on {path} after {limit} s"
+        time.sleep(0.01)

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import zklocks
-from helpers import expire_session
+from helpers import expire_session, watches_of
 from zklocks.fencing import FencedStore, StaleToken
 from zklocks.server import ZooKeeperServer
 
@@ -207,18 +207,6 @@ def test_resign_hands_over_at_once(zk_server: ZooKeeperServer, path: str) -> Non
 
 
 # -- observers --------------------------------------------------------------------------
-
-
-def watches_of(server: ZooKeeperServer, session_id: int) -> list[str]:
-    """The paths the server watches for one session (the ``wchc`` four-letter word)."""
-    watched: list[str] = []
-    current = None
-    for line in server.four_letter("wchc").splitlines():
-        if line.startswith("0x"):
-            current = int(line, 16)
-        elif line.strip() and current == session_id:
-            watched.append(line.strip())
-    return watched
 
 
 def test_observe_sees_every_change_in_order_on_one_watch(

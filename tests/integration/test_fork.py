@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 
 import zklocks
+from helpers import wait_for_watch
 from zklocks.server import ZooKeeperServer
 
 pytestmark = [
@@ -110,6 +111,9 @@ def test_sync_client_inherited_across_fork_refuses_at_once_and_leaves_the_parent
         lock = client.lock(path)
         lease = lock.acquire(timeout=5)
         session_id = lease.owner
+        # The lease's watch on its own node goes out from the loop thread after acquire
+        # returned: wait for it, or it lands after the count and reads as the child's.
+        wait_for_watch(zk_server, session_id, lease.node)
         before = received_on(zk_server, session_id)
         session: Any = client._session
         last_send = session._connection._last_send
@@ -189,10 +193,8 @@ def test_async_client_inherited_across_fork_refuses_at_once_and_leaves_the_paren
         async with zklocks.AsyncClient(zk_server.hosts, session_timeout=60) as client:
             lock = client.lock(path)
             lease = await lock.acquire(timeout=5)
-            # The lease's watch on its own node (a getData) goes out on the loop's next
-            # turns: one answered request after it, and the count below includes it (else
-            # it may land after the count, and read as a request from the child).
-            await lock.contenders()
+            # the lease's own-node watch goes out on the loop's next turns: counted first
+            await asyncio.to_thread(wait_for_watch, zk_server, lease.owner, lease.node)
             before = received_on(zk_server, lease.owner)
 
             async def in_child() -> dict[str, Any]:
