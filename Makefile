@@ -5,7 +5,13 @@
 #   make test    + the dev and docs extras; + the bench extras and redis-server, because
 #                the suite smoke-runs `make bench` (tests/integration/test_bench_smoke.py);
 #                + PostgreSQL and redis-server for the fencing tests, which start
-#                throwaway servers of their own (tests/fence_servers.py)
+#                throwaway servers of their own (tests/fence_servers.py); + chromium,
+#                which opens the built docs site from file:// (test_docs_site.py)
+#                + Debian's prometheus for its promtool: the alert rules' test
+#                (contrib/prometheus; only promtool is used, though Debian starts
+#                the Prometheus server it ships)
+#                + MIT Kerberos (krb5-kdc, krb5-admin-server, krb5-user, and libkrb5-dev
+#                with gcc to build the `kerberos` package): the GSSAPI tests' own KDC
 #   make bench   + the bench extras, redis-server, and Curator with a JDK (the Java row)
 #   make docs    + the docs extras; builds the site with --strict into site/
 #   make dist    + the dev extras (build): the sdist and the wheel into dist/
@@ -43,7 +49,7 @@ $(STAMP)-demo: pyproject.toml | $(BIN)/python
 	@touch $@
 
 $(STAMP)-dev: pyproject.toml | $(BIN)/python
-	@$(SYSTEM_DEPS)
+	@$(SYSTEM_DEPS) kerberos
 	$(BIN)/pip install -q -e '.[dev]'
 	@touch $@
 
@@ -67,7 +73,7 @@ lint: $(STAMP)-dev
 	$(BIN)/lint-imports
 
 test: lint docs $(STAMP)-bench
-	@$(SYSTEM_DEPS) postgresql redis-server
+	@$(SYSTEM_DEPS) postgresql redis-server prometheus chromium
 	$(BIN)/pytest
 
 # Material prints an end-of-life notice about MkDocs itself on every build, not about our
@@ -75,8 +81,10 @@ test: lint docs $(STAMP)-bench
 docs: $(STAMP)-docs
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
+# SCENARIOS picks some (comma-separated, as --only): e.g. make bench SCENARIOS=ensemble
+# (3 members, delayed links; not in the default list) or SCENARIOS=all
 bench: $(STAMP)-bench
-	$(BIN)/python -m benchmarks.run --out benchmarks/results
+	$(BIN)/python -m benchmarks.run --out benchmarks/results $(if $(SCENARIOS),--only $(SCENARIOS))
 
 fresh-test:
 	scripts/fresh-test.sh

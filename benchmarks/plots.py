@@ -12,6 +12,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
+from benchmarks.report_ensemble import handoff_series
 from benchmarks.scenarios import HERD_DESIGNS, UNCONTENDED_LIBS
 from benchmarks.stats import median
 
@@ -56,6 +57,8 @@ def draw(
         done["herd"] = _herd(results, out / "herd.png")
     if breakdown:
         done["breakdown"] = _breakdown(results, breakdown, out / "breakdown.png")
+    if "ensemble" in results:
+        done["ensemble"] = _ensemble(results, out / "ensemble_handoff.png")
     plt.close("all")
     return done
 
@@ -200,6 +203,41 @@ def _breakdown(results: dict[str, Any], breakdown: dict[str, dict[str, float]], 
     ax.set_title("Where an uncontended cycle's time goes\n" + _subtitle(results), fontsize=10)
     ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.28), ncol=3, frameon=False)
     ax.grid(axis="x", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    return True
+
+
+def _ensemble(results: dict[str, Any], path: Path) -> bool:
+    """Hot-lock hand-off against the links' round-trip time, each library and the floor."""
+    series = handoff_series(results)
+    if not series:
+        return False
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    for name, points in series.items():
+        points.sort()
+        rtts = [p[0] for p in points]
+        color = COLORS.get(name, "k")
+        label = NAMES.get(name, "floor: delete commit + ½ RTT (raw wire)")
+        style = "--" if name == "floor" else "-"
+        ax.plot(rtts, [p[1] for p in points], style, marker="o", color=color, label=label)
+        ax.plot(rtts, [p[2] for p in points], ":", color=color, alpha=0.5, lw=1)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    plain = matplotlib.ticker.FuncFormatter(lambda value, _pos: f"{value:g}")
+    ax.set_xticks(sorted({p[0] for points in series.values() for p in points}))
+    ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+    ax.xaxis.set_major_formatter(plain)
+    ax.yaxis.set_major_formatter(plain)
+    ax.yaxis.set_minor_formatter(plain)
+    ax.set_xlabel("round-trip time of every link, ms (nominal)")
+    ax.set_ylabel("hand-off, ms (solid: median, dotted: p99)")
+    procs = results["ensemble"].get("hot_procs")
+    ax.set_title(
+        f"3-member ensemble, one hot lock, {procs} processes\n" + _subtitle(results), fontsize=10
+    )
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     return True

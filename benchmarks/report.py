@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from benchmarks import report_ensemble
 from benchmarks.scenarios import HERD_DESIGNS, UNCONTENDED_LIBS, uncontended_summary
 from benchmarks.stats import fmt, median, ms, paired_ratio, us
 
@@ -309,6 +310,8 @@ def targets(results: dict[str, Any]) -> list[Target]:
                 unit="×",
             )
         )
+    for goal in report_ensemble.goals(results):
+        t.append(Target(goal.name, goal.value, goal.goal, kind=goal.kind, unit=goal.unit))
     return t
 
 
@@ -341,7 +344,12 @@ def _header(results: dict[str, Any]) -> str:
         "back.",
         f"- ZooKeeper: {m.get('zookeeper', '?')}, standalone on loopback, fsync {fsync}, tickTime "
         "2000 ms, "
-        "30 s sessions for every client.",
+        "30 s sessions for every client"
+        + (
+            "; section 7 alone runs on a 3-member ensemble behind delayed links."
+            if "ensemble" in results
+            else "."
+        ),
         f"- Clients: Python {m['python']}; zklocks {v['zklocks']} (transport "
         f"`{_transport(results)}`), kazoo {v['kazoo']}, "
         f"tooz {v['tooz']}, redis-py {v['redis']}, {_curator_version(m)}; redis-server "
@@ -1090,6 +1098,7 @@ def _notes(results: dict[str, Any], target_list: list[Target]) -> str:
                 f"- **{name}**: {t.shown(t.value)} against {t.shown(t.goal)} ({t.verdict()}); "
                 f"{bound}."
             )
+    notes += report_ensemble.notes(results, {t.name for t in target_list if t.met is False})
     return "\n".join(notes) if notes else "- Every measured target was met in this run."
 
 
@@ -1138,6 +1147,8 @@ def write(results: dict[str, Any], out: Path, *, plots: bool = True) -> tuple[st
         sections.append(_section_many(results))
     if "profile" in results:
         sections.append(_section_profile(results, bool(plotted.get("breakdown"))))
+    if "ensemble" in results:
+        sections.append(report_ensemble.section(results, bool(plotted.get("ensemble"))))
     text = "\n\n".join(sections) + "\n"
     (out / "latest.md").write_text(text)
     return text, top

@@ -10,6 +10,8 @@ prints the headline table.
     python -m benchmarks.run                     # full run (< 10 min on 2 cores)
     python -m benchmarks.run --quick             # a few minutes, fewer rounds
     python -m benchmarks.run --smoke --out /tmp/b  # seconds: CI's check that it still runs
+    python -m benchmarks.run --only ensemble     # 3 members, delayed links (not in the default)
+    python -m benchmarks.run --only all          # the default scenarios and the ensemble
 """
 
 from __future__ import annotations
@@ -27,7 +29,10 @@ from typing import Any
 from benchmarks import env
 from benchmarks.scenarios import MODES, Bench
 
-SCENARIOS = ("uncontended", "hot", "mix", "drain", "herd", "many", "profile")
+SCENARIOS = ("uncontended", "hot", "mix", "drain", "herd", "many", "profile", "ensemble")
+# The ensemble scenario (three JVMs, every link delayed, three round-trip times) adds
+# several minutes to a full run, so it runs when asked: --only ensemble, or --only all.
+DEFAULT_SCENARIOS = SCENARIOS[:-1]
 DEFAULT_OUT = Path(__file__).resolve().parent / "results"
 
 
@@ -60,8 +65,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--only",
-        default=",".join(SCENARIOS),
-        help=f"comma-separated scenarios to run (default all: {','.join(SCENARIOS)})",
+        default=",".join(DEFAULT_SCENARIOS),
+        help=(
+            f"comma-separated scenarios to run, from {','.join(SCENARIOS)}; 'all' is every "
+            f"one (default: all but ensemble)"
+        ),
     )
     parser.add_argument(
         "--no-fsync", action="store_true", help="forceSync=no (say so when quoting)"
@@ -74,6 +82,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.set_defaults(mode="full")
     args = parser.parse_args(argv)
     args.only = [name.strip() for name in args.only.split(",") if name.strip()]
+    if "all" in args.only:
+        args.only = list(SCENARIOS)
     unknown = set(args.only) - set(SCENARIOS)
     if unknown:
         parser.error(f"unknown scenarios: {sorted(unknown)}")
@@ -131,7 +141,8 @@ def main(argv: list[str] | None = None) -> int:
 
     (args.out / "raw.json").write_text(json.dumps(_jsonable(results), indent=1))
     _text, headline = report.write(results, args.out, plots=not args.no_plots)
-    if args.mode == "full" and args.out.resolve() == DEFAULT_OUT:
+    every_default = set(DEFAULT_SCENARIOS) <= set(args.only)
+    if args.mode == "full" and args.out.resolve() == DEFAULT_OUT and every_default:
         report.update_readme(Path(__file__).resolve().parent / "README.md", headline)
     print("\n" + headline, flush=True)
     _log(f"wrote {args.out / 'latest.md'} in {results['meta']['seconds']:.0f} s")
@@ -141,11 +152,11 @@ def main(argv: list[str] | None = None) -> int:
 def prepare_curator(args: argparse.Namespace, results: dict[str, Any]) -> str | None:
     """Install Curator and a JDK if missing, compile the worker, read its versions.
 
-    Returns why the Curator row cannot run, or None. Only the uncontended and hot-lock
+    Returns why the Curator row cannot run, or None. Only the uncontended, hot-lock and ensemble
     scenarios have a Curator row; a run without them installs nothing."""
     if args.no_curator:
         return "skipped (--no-curator)"
-    if not {"uncontended", "hot"} & set(args.only):
+    if not {"uncontended", "hot", "ensemble"} & set(args.only):
         return "not in the scenarios run"
     started = time.monotonic()
     try:
@@ -252,6 +263,14 @@ def run_scenarios(bench: Bench, only: list[str], results: dict[str, Any]) -> Non
         )
     if "profile" in only:
         guarded("profile", "6. where the time goes", bench.profile)
+    if "ensemble" in only:
+        from benchmarks import ensemble
+
+        guarded(
+            "ensemble",
+            f"7. a {ensemble.MEMBERS}-member ensemble, every link delayed",
+            lambda: ensemble.run(bench),
+        )
     if "many" in only:
         guarded(
             "memory",

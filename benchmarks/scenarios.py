@@ -13,7 +13,7 @@ import math
 import time
 import traceback
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext, suppress
 from dataclasses import dataclass
 from typing import Any
@@ -48,6 +48,15 @@ class Params:
     async_budget: float
     profile_cycles: int
     jvm_warmup: int  # unrecorded cycles a Curator JVM runs before its first timed one (JIT)
+    # 7. the ensemble scenario (benchmarks/ensemble.py): per round-trip time
+    ens_rtts: tuple[float, ...]  # client and member round trips, seconds
+    ens_rounds: int  # uncontended rounds (each on the next member)
+    ens_cycles: int
+    ens_hot_procs: int
+    ens_hot_rounds: int
+    ens_hot_duration: float
+    ens_drain_waiters: int
+    ens_floor_handoffs: int  # raw-wire hand-offs timed for the floor
 
 
 MODES = {
@@ -74,6 +83,14 @@ MODES = {
         async_budget=75.0,
         profile_cycles=2000,
         jvm_warmup=4000,
+        ens_rtts=(0.0002, 0.001, 0.005),
+        ens_rounds=3,
+        ens_cycles=150,
+        ens_hot_procs=8,
+        ens_hot_rounds=2,
+        ens_hot_duration=2.0,
+        ens_drain_waiters=1000,
+        ens_floor_handoffs=180,
     ),
     "quick": Params(
         rounds=3,
@@ -98,6 +115,14 @@ MODES = {
         async_budget=20.0,
         profile_cycles=600,
         jvm_warmup=3000,
+        ens_rtts=(0.0002, 0.001, 0.005),
+        ens_rounds=3,
+        ens_cycles=60,
+        ens_hot_procs=8,
+        ens_hot_rounds=1,
+        ens_hot_duration=1.5,
+        ens_drain_waiters=200,
+        ens_floor_handoffs=90,
     ),
     "smoke": Params(
         rounds=1,
@@ -122,6 +147,14 @@ MODES = {
         async_budget=5.0,
         profile_cycles=40,
         jvm_warmup=20,
+        ens_rtts=(0.001,),
+        ens_rounds=1,
+        ens_cycles=10,
+        ens_hot_procs=3,
+        ens_hot_rounds=1,
+        ens_hot_duration=0.3,
+        ens_drain_waiters=6,
+        ens_floor_handoffs=18,
     ),
 }
 
@@ -150,14 +183,16 @@ class Bench:
         params: Params,
         log: Callable[[str], None],
         curator_error: str | None = None,
+        pool: Pool | None = None,
     ) -> None:
+        """``pool``: another Bench's workers, reused (the Curator JVMs stay warm)."""
         self.zk = zk
         self.curator_error = curator_error
         self.counters = ZkCounters(zk)
         self.redis = redis
         self.redis_error = redis_error
         self.params = params
-        self.pool = Pool()
+        self.pool = pool if pool is not None else Pool()
         self.log = log
 
     @property
@@ -428,7 +463,9 @@ class Bench:
         options: dict[str, Any],
         hosts: str | None = None,
         on_start: Callable[[], None] | None = None,
+        spread: Sequence[str] = (),
     ) -> dict[str, Any]:
+        """``spread``: connect strings dealt round-robin to the workers (one per member)."""
         workers = list(range(n))
         redis = lib == "redis"
         for i in workers:
@@ -436,7 +473,7 @@ class Bench:
                 i,
                 "contend",
                 lib=lib,
-                hosts=hosts or self.hosts,
+                hosts=spread[i % len(spread)] if spread else hosts or self.hosts,
                 path=path,
                 kind=kind,
                 seed=r * 1000 + i,
@@ -488,15 +525,22 @@ class Bench:
                     )
         return out
 
-    def _drain_once(self, lib: str, path: str) -> dict[str, Any]:
+    def _drain_once(
+        self, lib: str, path: str, waiting: int | None = None, spread: Sequence[str] = ()
+    ) -> dict[str, Any]:
+        """``waiting`` waiters (default the mode's); ``spread`` as for :meth:`_contend_once`,
+        the holder taking the first connect string."""
         p = self.params
+        count = p.drain_waiters if waiting is None else waiting
         procs = p.drain_procs
         holder = procs
         waiters = list(range(procs))
-        share = [
-            p.drain_waiters // procs + (1 if i < p.drain_waiters % procs else 0) for i in waiters
-        ]
-        self.pool.start(holder, "drain_holder", recycle=True, lib=lib, hosts=self.hosts, path=path)
+        share = [count // procs + (1 if i < count % procs else 0) for i in waiters]
+
+        def hosts_of(i: int) -> str:
+            return spread[i % len(spread)] if spread else self.hosts
+
+        self.pool.start(holder, "drain_holder", recycle=True, lib=lib, hosts=hosts_of(0), path=path)
         self.pool.expect(holder, "sync")
         for i in waiters:
             self.pool.start(
@@ -504,13 +548,13 @@ class Bench:
                 "drain_waiters",
                 recycle=True,
                 lib=lib,
-                hosts=self.hosts,
+                hosts=hosts_of(i),
                 path=path,
                 threads=share[i],
             )
         self.pool.sync_all(waiters, timeout=300)
         t0 = time.monotonic()
-        self.wait_children(path, p.drain_waiters + 1, timeout=600)
+        self.wait_children(path, count + 1, timeout=600)
         self.counters.settle()
         enqueue = time.monotonic() - t0
         self.pool.answer_all(waiters, "measure")
@@ -525,14 +569,12 @@ class Bench:
         self.pool.results([holder, *waiters])
         events = [e for res in results for e in res["events"]]
         errors = [e for res in results for e in res["errors"]]
-        if errors or len(events) != p.drain_waiters:
-            raise RuntimeError(
-                f"{len(events)} of {p.drain_waiters} waiters acquired; errors: {errors[:3]}"
-            )
+        if errors or len(events) != count:
+            raise RuntimeError(f"{len(events)} of {count} waiters acquired; errors: {errors[:3]}")
         last = max(t for _, t in events)
         drain = last - released
         wakeups = [res["wakeups"] for res in results]
-        handoffs = p.drain_waiters
+        handoffs = count
         return {
             "drain_seconds": drain,
             "handoffs_per_s": handoffs / drain,

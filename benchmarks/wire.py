@@ -114,7 +114,7 @@ class RawClient:
             wanted.append(xid)
             out += frame
         self.sock.sendall(out)
-        replies = []
+        replies: list[tuple[int, bytes]] = []
         while len(replies) < len(wanted):
             frame = self._frame()
             xid, _zxid, err = struct.unpack_from(">iqi", frame)
@@ -122,6 +122,16 @@ class RawClient:
                 continue
             replies.append((err, frame[16:]))
         return replies
+
+    def next_notification(self) -> tuple[int, str]:
+        """Block until a watch notification arrives: (event type, path). Replies to requests
+        still in flight would be lost, so call it only when none are."""
+        while True:
+            frame = self._frame()
+            xid, _zxid, _err = struct.unpack_from(">iqi", frame)
+            if xid == -1:
+                event_type, _state, length = struct.unpack_from(">iii", frame, 16)
+                return event_type, frame[28 : 28 + length].decode()
 
     # -- request bodies ------------------------------------------------------------------
 

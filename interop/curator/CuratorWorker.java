@@ -22,6 +22,9 @@
 //   count NAME PATH N             -> ok          N times: acquire, read the integer in
 //                                    PATH's data, pause 2 ms, write it + 1, release
 //                                    (a non-atomic update: only the lock keeps it exact)
+//   revocable NAME                -> ok          makeRevocable on mutex NAME (before acquire)
+//   revoked NAME TIMEOUT_MS       -> ok 1 | ok 0 (1: NAME's revocation listener was called)
+//   revoke NODE_PATH              -> ok          Revoker.attemptRevoke on a holder's node
 //   quit                          -> ok, then exits (so does end of input)
 //
 // Times are System.nanoTime(); the harness maps them onto Python's time.monotonic().
@@ -42,6 +45,7 @@ import org.apache.curator.framework.recipes.locks.InterProcessMutex;
 import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
 import org.apache.curator.framework.recipes.locks.InterProcessSemaphoreV2;
 import org.apache.curator.framework.recipes.locks.Lease;
+import org.apache.curator.framework.recipes.locks.Revoker;
 import org.apache.curator.retry.RetryNTimes;
 
 public final class CuratorWorker {
@@ -111,6 +115,7 @@ public final class CuratorWorker {
     private CuratorFramework client;
     private final Map<String, Handle> handles = new HashMap<>();
     private final Map<String, Background> background = new HashMap<>();
+    private final Map<String, CountDownLatch> revocations = new HashMap<>();
 
     public static void main(String[] args) throws Exception {
         BufferedReader in = new BufferedReader(
@@ -192,6 +197,26 @@ public final class CuratorWorker {
                 return "ok";
             case "count":
                 count(handle(w[1]), w[2], Integer.parseInt(w[3]));
+                return "ok";
+            case "revocable": {
+                Handle h = handle(w[1]);
+                if (!(h instanceof MutexHandle)) {
+                    throw new IllegalArgumentException(w[1] + " is not a mutex");
+                }
+                CountDownLatch told = new CountDownLatch(1);
+                revocations.put(w[1], told);
+                ((MutexHandle) h).mutex.makeRevocable(lock -> told.countDown());
+                return "ok";
+            }
+            case "revoked": {
+                CountDownLatch told = revocations.get(w[1]);
+                if (told == null) {
+                    throw new IllegalArgumentException(w[1] + " is not revocable");
+                }
+                return told.await(Long.parseLong(w[2]), TimeUnit.MILLISECONDS) ? "ok 1" : "ok 0";
+            }
+            case "revoke":
+                Revoker.attemptRevoke(client(), w[1]);
                 return "ok";
             default:
                 throw new IllegalArgumentException("unknown command " + w[0]);

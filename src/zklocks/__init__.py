@@ -1,13 +1,13 @@
 """zklocks: distributed locks on Apache ZooKeeper.
 
 Fair (FIFO) and one-node exclusive locks, read/write locks, semaphores, leader elections
-and multi-locks, each with a fencing token and notice of lock loss::
+and multi-locks, each with a fencing token and notice of lock loss:
 
     import zklocks
 
     with zklocks.Client("127.0.0.1:2181") as client:
         with client.lock("/locks/orders") as lease:
-            write_orders(token=lease.token)
+            write_orders(fencing_token=lease.token)
 
 The library logs on ``zklocks.connection`` and ``zklocks.lock`` and prints nothing unless
 the application configures logging; ``zklocks.metrics.enable()`` exports Prometheus
@@ -42,6 +42,7 @@ from zklocks._sync.client import Client
 from zklocks._sync.election import Election, MultiLock
 from zklocks._sync.locks import Lock, ReadWriteLock
 from zklocks._sync.transaction import Transaction
+from zklocks._transport.sasl import SASL
 
 __version__ = "0.1.0"
 
@@ -51,6 +52,7 @@ _logging.getLogger("zklocks").addHandler(_logging.NullHandler())
 
 __all__ = [
     "ACL",
+    "SASL",
     "AccessDenied",
     "AlreadyHeld",
     "AsyncClient",

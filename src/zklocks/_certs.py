@@ -77,7 +77,7 @@ def make_tls_files(directory: Path, *, days: int = 7) -> TLSFiles:
         .sign(ca_key, hashes.SHA256())
     )
 
-    def leaf(common: str, usage: Any) -> tuple[Any, Any]:
+    def leaf(common: str, *usage: Any) -> tuple[Any, Any]:
         key = ec.generate_private_key(ec.SECP256R1())
         cert = (
             x509.CertificateBuilder()
@@ -88,7 +88,7 @@ def make_tls_files(directory: Path, *, days: int = 7) -> TLSFiles:
             .not_valid_before(start)
             .not_valid_after(end)
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+            .add_extension(x509.ExtendedKeyUsage(list(usage)), critical=False)
             .add_extension(
                 x509.SubjectAlternativeName(
                     [
@@ -115,7 +115,10 @@ def make_tls_files(directory: Path, *, days: int = 7) -> TLSFiles:
         data: bytes = cert.public_bytes(serialization.Encoding.PEM)
         return data
 
-    server_key, server_cert = leaf("localhost", ExtendedKeyUsageOID.SERVER_AUTH)
+    # members of an ensemble show the server certificate to each other both ways
+    server_key, server_cert = leaf(
+        "localhost", ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH
+    )
     client_key, client_cert = leaf("zklocks client", ExtendedKeyUsageOID.CLIENT_AUTH)
     directory.mkdir(parents=True, exist_ok=True)
     files = TLSFiles(

@@ -7,6 +7,9 @@
     zklocks leader PATH [--json] [--watch]
     zklocks server [--port P] [--data-dir D] [--ensemble N]
     zklocks demo [--hosts H]
+    zklocks serve [--listen HOST:PORT] PATH [PATH...]
+    zklocks revoke PATH
+    zklocks break PATH [--token T] [--yes]
 
 A command's module is imported only when that command runs (or help lists it), so
 ``zklocks run`` does not pay for the demo's imports. See docs/cli.md for every option
@@ -20,7 +23,7 @@ import importlib
 import click
 
 from zklocks import __version__
-from zklocks._cli.common import CONTEXT, show_library_logs
+from zklocks._cli.common import CONTEXT, VERBOSITY, show_library_logs
 
 COMMANDS = {
     "run": "zklocks._cli.run:run",
@@ -30,6 +33,9 @@ COMMANDS = {
     "leader": "zklocks._cli.elect:leader",
     "server": "zklocks._cli.server:server",
     "demo": "zklocks._cli.demo:demo",
+    "serve": "zklocks._cli.serve:serve",
+    "revoke": "zklocks._cli.admin:revoke",
+    "break": "zklocks._cli.admin:break_",
 }
 
 EPILOG = """\b
@@ -41,6 +47,9 @@ Examples:
   zklocks elect /elections/cron -- ./cron.sh      # one replica runs it: the leader
   zklocks leader /elections/cron --watch          # who leads, live
   zklocks demo                                    # watch the locks work (< 1 min)
+  zklocks serve /locks                            # lock state over HTTP and /metrics
+  zklocks revoke /locks/backup                    # ask its holder to let go
+  zklocks break /locks/backup --yes               # force it: delete the holder's node
 
 \b
 Every command that talks to ZooKeeper takes --hosts (or ZKLOCKS_HOSTS), default
@@ -73,6 +82,7 @@ class _LazyGroup(click.Group):
 )
 def main(verbosity: int) -> None:
     """Distributed locks on Apache ZooKeeper, from the command line."""
+    click.get_current_context().meta[VERBOSITY] = verbosity
     show_library_logs(verbosity)
 
 

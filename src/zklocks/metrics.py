@@ -10,8 +10,8 @@
 Metrics: ``zklocks_acquire_seconds`` (histogram; ``kind``, ``result`` = acquired |
 timeout | cancelled | error), ``zklocks_hold_seconds`` (histogram; ``kind``),
 ``zklocks_held`` and ``zklocks_waiting`` (gauges; ``kind``), ``zklocks_leases_lost_total``
-(``reason`` = node_deleted | session_expired | client_stopped | no_answer | multi_part),
-``zklocks_requests_total`` (``op``), ``zklocks_connection_state`` (enum: connected |
+(``reason`` = node_deleted | session_expired | client_stopped | no_answer | multi_part |
+max_hold), ``zklocks_requests_total`` (``op``), ``zklocks_connection_state`` (enum: connected |
 suspended | lost | closed, the last change of any client) and
 ``zklocks_reconnects_total``. ``kind`` is the contender kind: ``lock``, ``read``,
 ``write``, ``elect`` (an election candidate) or ``lease`` for a semaphore permit.

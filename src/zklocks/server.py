@@ -51,7 +51,7 @@ import sys
 import tempfile
 import time
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -66,6 +66,7 @@ __all__ = [
     "JavaNotFound",
     "PortInUse",
     "ServerError",
+    "ServerKerberos",
     "ServerSetupError",
     "ServerStartError",
     "ServerStartTimeout",
@@ -292,6 +293,18 @@ class ServerTLS:
             f"ssl.trustStore.location={self.truststore}",
             "ssl.trustStore.type=PEM",
             f"ssl.clientAuth={self.client_auth}",
+        ]
+
+    def quorum_config(self) -> list[str]:
+        """zoo.cfg lines for TLS on the links between members (``sslQuorum``): each member
+        shows the keystore's certificate to the others, as server and as client, and
+        trusts those the truststore's CA signed."""
+        return [
+            "sslQuorum=true",
+            f"ssl.quorum.keyStore.location={self.keystore}",
+            "ssl.quorum.keyStore.type=PEM",
+            f"ssl.quorum.trustStore.location={self.truststore}",
+            "ssl.quorum.trustStore.type=PEM",
         ]
 
     def probe_context(self) -> ssl.SSLContext:
@@ -636,6 +649,62 @@ class _ZooKeeperProcess:
         return f"last lines of {log}:\n" + "\n".join(tail)
 
 
+_JAAS_FILE = "jaas.conf"
+_SASL_PROVIDER = "org.apache.zookeeper.server.auth.SASLAuthenticationProvider"
+
+
+def sasl_config(sasl: bool, enforce: bool) -> list[str]:
+    """zoo.cfg lines for SASL logins (and for refusing sessions without one)."""
+    if not sasl:
+        return []
+    lines = [f"authProvider.sasl={_SASL_PROVIDER}"]
+    if enforce:
+        lines += ["enforce.auth.enabled=true", "enforce.auth.schemes=sasl"]
+    return lines
+
+
+@dataclass(frozen=True)
+class ServerKerberos:
+    """SASL GSSAPI (Kerberos) logins: the server's ``principal`` (``zookeeper/HOST@REALM``;
+    clients ask for ``zookeeper@HOST``), its key in ``keytab``, and the ``krb5_conf`` that
+    names the realm's KDC (the JVM's ``java.security.krb5.conf``)."""
+
+    keytab: Path
+    principal: str
+    krb5_conf: Path
+
+
+def write_jaas(
+    path: Path, users: Mapping[str, str], kerberos: ServerKerberos | None = None
+) -> None:
+    """The JAAS ``Server`` section ZooKeeper's SASL server reads: one
+    ``user_<name>="<password>"`` per DIGEST-MD5 user, and the Kerberos login of the server
+    itself when ``kerberos`` is given; created readable by its owner only."""
+    for user in users:
+        if not user or not all(ch.isalnum() or ch in "_-." for ch in user):
+            raise ValueError(f"a SASL user name is letters, digits, '_', '-', '.': {user!r}")
+
+    def quoted(text: str) -> str:
+        return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+    modules = []
+    if users:
+        entries = "".join(f"\n    user_{user}={quoted(word)}" for user, word in users.items())
+        modules.append(f"    org.apache.zookeeper.server.auth.DigestLoginModule required{entries};")
+    if kerberos is not None:
+        modules.append(
+            "    com.sun.security.auth.module.Krb5LoginModule required\n"
+            f"    useKeyTab=true\n    keyTab={quoted(str(kerberos.keytab))}\n"
+            "    storeKey=true\n    useTicketCache=false\n"
+            f"    principal={quoted(kerberos.principal)};"
+        )
+    text = "Server {\n" + "\n".join(modules) + "\n};\n"
+    path.unlink(missing_ok=True)
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(descriptor, "w") as file:
+        file.write(text)
+
+
 class ZooKeeperServer(_ZooKeeperProcess):
     """A standalone ZooKeeper on a loopback port.
 
@@ -647,6 +716,11 @@ class ZooKeeperServer(_ZooKeeperProcess):
     directory that ``stop()`` removes (``kill()`` and ``restart()`` keep it).
     ``system_properties`` become ``-Dkey=value`` JVM options. ``tls`` serves the
     port over TLS only (see the module docstring and ``ServerTLS``).
+    ``sasl_users`` (``{user: password}``) turns on SASL DIGEST-MD5 logins (a JAAS
+    ``Server`` section written beside the data, readable by its owner only), ``kerberos``
+    (``ServerKerberos``) SASL GSSAPI ones; ``enforce_auth`` then refuses every session
+    that has not logged in with SASL (ZooKeeper's ``enforce.auth.enabled``, schemes
+    ``sasl``).
     """
 
     _serving_modes = frozenset({"standalone"})
@@ -664,7 +738,14 @@ class ZooKeeperServer(_ZooKeeperProcess):
         startup_timeout: float = 30.0,
         system_properties: dict[str, str] | None = None,
         tls: ServerTLS | None = None,
+        sasl_users: Mapping[str, str] | None = None,
+        enforce_auth: bool = False,
+        kerberos: ServerKerberos | None = None,
     ) -> None:
+        if enforce_auth and not sasl_users and kerberos is None:
+            raise ValueError(
+                "enforce_auth needs sasl_users or kerberos: nobody could log in otherwise"
+            )
         super().__init__(
             port=port,
             tick_time=tick_time,
@@ -677,10 +758,30 @@ class ZooKeeperServer(_ZooKeeperProcess):
         )
         self._given_dir = None if data_dir is None else Path(data_dir).absolute()
         self._properties = dict(system_properties or {})
+        self._sasl_users = dict(sasl_users or {})
+        self.enforce_auth = enforce_auth
+        self.kerberos = kerberos
+
+    @property
+    def sasl_users(self) -> list[str]:
+        """The users who may log in with SASL DIGEST-MD5 (their passwords stay hidden)."""
+        return sorted(self._sasl_users)
 
     def _extra_jvm_options(self) -> list[str]:
         # e.g. {"znode.container.checkIntervalMs": "100"}: reap empty lock paths quickly
-        return [f"-D{key}={value}" for key, value in self._properties.items()]
+        options = [f"-D{key}={value}" for key, value in self._properties.items()]
+        if self._sasl and self._directory is not None:
+            options.append(f"-Djava.security.auth.login.config={self._directory / _JAAS_FILE}")
+        if self.kerberos is not None:
+            options.append(f"-Djava.security.krb5.conf={self.kerberos.krb5_conf}")
+        return options
+
+    @property
+    def _sasl(self) -> bool:
+        return bool(self._sasl_users) or self.kerberos is not None
+
+    def _extra_config(self) -> list[str]:
+        return sasl_config(self._sasl, self.enforce_auth)
 
     def _discard_data(self) -> None:
         if self._given_dir is None:
@@ -695,6 +796,8 @@ class ZooKeeperServer(_ZooKeeperProcess):
             else:
                 self._directory = Path(tempfile.mkdtemp(prefix="zklocks-zk-"))
                 self._leftovers.temp_dir = self._directory
+        if self._sasl:
+            write_jaas(self._directory / _JAAS_FILE, self._sasl_users, self.kerberos)
         return self._directory
 
     def __enter__(self) -> ZooKeeperServer:
@@ -730,6 +833,7 @@ class EnsembleMember(_ZooKeeperProcess):
         force_sync: bool,
         heap: str,
         startup_timeout: float,
+        tls: ServerTLS | None = None,
     ) -> None:
         super().__init__(
             port=port,
@@ -739,6 +843,7 @@ class EnsembleMember(_ZooKeeperProcess):
             force_sync=force_sync,
             heap=heap,
             startup_timeout=startup_timeout,
+            tls=tls,
         )
         self.myid = myid
         self._server_lines = list(server_lines)
@@ -758,6 +863,7 @@ class EnsembleMember(_ZooKeeperProcess):
             f"initLimit={max(10, math.ceil(10_000 / self.tick_time))}",
             f"syncLimit={self.sync_limit}",
             *self._server_lines,
+            *(self.tls.quorum_config() if self.tls is not None else []),
         ]
 
     def _extra_jvm_options(self) -> list[str]:
@@ -779,6 +885,8 @@ class ZooKeeperEnsemble:
     (default: about 2 s). ``peer_route(from_myid, to_myid, port)`` returns the port that
     member ``from_myid`` dials to reach ``port`` (quorum or election) of ``to_myid`` on
     127.0.0.1: a test puts a proxy there to cut or stall the links between members.
+    ``tls`` serves every member's client port over TLS only and puts the links between
+    members on TLS too (``sslQuorum``), with the same keystore and truststore.
     """
 
     def __init__(
@@ -795,6 +903,7 @@ class ZooKeeperEnsemble:
         heap: str = "512m",
         startup_timeout: float = 60.0,
         peer_route: Callable[[int, int, int], int] | None = None,
+        tls: ServerTLS | None = None,
     ) -> None:
         if size < 1:
             raise ValueError(f"an ensemble needs at least one member, not {size}")
@@ -829,6 +938,7 @@ class ZooKeeperEnsemble:
                 force_sync=force_sync,
                 heap=heap,
                 startup_timeout=startup_timeout,
+                tls=tls,
             )
             for myid in range(1, size + 1)
         ]

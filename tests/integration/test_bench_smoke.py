@@ -28,13 +28,13 @@ def smoke(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any
     # (apt) before the run, so the run's own time limit is the benchmark's alone. The run
     # calls the same script again (then a no-op), as `make bench` does.
     subprocess.run([str(ROOT / "scripts" / "ensure-curator.sh")], check=True, timeout=600)
-    run = subprocess.run(
-        [sys.executable, "-m", "benchmarks.run", "--smoke", "--out", str(out)],
+    run = subprocess.run(  # "all": the ensemble scenario too, at one round-trip time
+        [sys.executable, "-m", "benchmarks.run", "--smoke", "--only", "all", "--out", str(out)],
         cwd=ROOT,
         env=env,
         capture_output=True,
         text=True,
-        timeout=280,
+        timeout=340,
     )
     assert run.returncode == 0, f"stdout:\n{run.stdout[-4000:]}\nstderr:\n{run.stderr[-4000:]}"
     raw = json.loads((out / "raw.json").read_text())
@@ -61,12 +61,20 @@ def test_writes_the_table_and_prints_the_headline(smoke: tuple[Path, dict[str, A
         "## 4b. The herd effect",
         "## 5. Many locks",
         "## 6. Where the time goes",
+        "## 7. A 3-member ensemble, every link delayed",
     ):
         assert heading in text
     assert "| target | measured | goal | verdict |" in stdout
     assert f"{raw['meta']['nproc']} cores" in text and "fsync **on**" in text
     if importlib.util.find_spec("matplotlib") is not None:
-        for png in ("uncontended.png", "hot_lock.png", "herd.png", "breakdown.png"):
+        pngs = (
+            "uncontended.png",
+            "hot_lock.png",
+            "herd.png",
+            "breakdown.png",
+            "ensemble_handoff.png",
+        )
+        for png in pngs:
             assert (out / png).stat().st_size > 1000, png
 
 
@@ -134,3 +142,30 @@ def test_profile_and_many_locks(smoke: tuple[Path, dict[str, Any], str]) -> None
     for variant in ("zklocks threads", "kazoo threads"):
         figures = _ok(raw["many"][variant], f"many {variant}")["rounds"][0]
         assert figures["requests_per_cycle"] >= 1
+
+
+def test_ensemble_runs_every_library_over_delayed_links(
+    smoke: tuple[Path, dict[str, Any], str],
+) -> None:
+    """Scenario 7: a 3-member ensemble, every link behind a proxy delaying both ways, the
+    libraries spread over the members, and the raw-wire floor on the same links."""
+    _, raw, _ = smoke
+    ensemble = _ok(raw["ensemble"], "ensemble")
+    assert ensemble["links"] == 3 + 3 * 2 * 2  # a client link per member; quorum + election
+    (at,) = ensemble["rtts"].values()  # --smoke: one round-trip time
+    rtt = at["rtt"]
+    floor = at["floor"]
+    # Each direction waits at least half its delay (the proxy may aim early by no more),
+    # so no read through a client link comes back in under half the round trip.
+    assert min(floor["samples"]["rtt"]) >= rtt / 2
+    assert len(floor["samples"]["handoff"]) == raw["meta"]["params"]["ens_floor_handoffs"]
+    expected = {"zklocks": 3, "curator": 3, "kazoo": 4}  # counted on all three members
+    for lib, requests in expected.items():
+        rounds = _ok(at["uncontended"][lib], f"ensemble uncontended {lib}")["rounds"]
+        assert rounds[0]["requests"] == pytest.approx(requests, abs=0.5), lib
+        figures = _ok(at["hot"][lib], f"ensemble hot {lib}")["rounds"][0]
+        assert len(figures["per_process"]) == ensemble["hot_procs"]
+        assert all(count > 0 for count in figures["per_process"]), lib  # on every member
+    for lib in ("zklocks", "kazoo"):
+        drained = _ok(at["drain"][lib], f"ensemble drain {lib}")["rounds"][0]
+        assert drained["wakeups_per_handoff"] == pytest.approx(1.0)

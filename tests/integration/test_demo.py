@@ -121,7 +121,7 @@ def test_demo_draws_live_in_a_terminal(zk_server: ZooKeeperServer) -> None:
     env = {**os.environ, "TERM": "xterm-256color", "COLUMNS": "130"}
     env.pop("NO_COLOR", None)
     process = subprocess.Popen(
-        [ZKLOCKS, "demo", "--hosts", zk_server.hosts],
+        [ZKLOCKS, "demo", "--hosts", zk_server.hosts, "--pace", "0"],  # unpaced in tests
         stdin=slave,
         stdout=slave,
         stderr=slave,

@@ -75,6 +75,7 @@ def test_connection_state_and_listeners_on_both_clients() -> None:
     ]
     for cls in (zklocks.Client, zklocks.AsyncClient):
         assert {"add_listener", "remove_listener", "state", "session_timeout"} <= set(dir(cls))
+        assert "revoke" in dir(cls)
 
 
 def test_metrics_module_names() -> None:
@@ -90,6 +91,7 @@ def test_lease_internal_hooks_are_private() -> None:
         public = {name for name in dir(cls) if not name.startswith("_")}
         assert public == {
             "add_lost_callback",
+            "add_revoke_callback",
             "ended",
             "lost",
             "lost_reason",

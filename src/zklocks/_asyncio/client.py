@@ -8,11 +8,13 @@ from collections.abc import Callable, Iterable, Sequence
 from ssl import SSLContext
 from types import TracebackType
 
+from zklocks._asyncio import driver
 from zklocks._asyncio.election import AsyncElection, AsyncMultiLock
 from zklocks._asyncio.locks import AsyncLock, AsyncReadWriteLock
 from zklocks._asyncio.session import AsyncSession
 from zklocks._asyncio.transaction import AsyncTransaction
 from zklocks._core import events as _events
+from zklocks._core import revoke as _revoke
 from zklocks._core import validate as _validate
 from zklocks._core.errors import ClientClosed, InvalidArgument
 from zklocks._core.events import ConnectionState
@@ -26,6 +28,7 @@ from zklocks._protocol.errors import ConnectionFailedError
 from zklocks._transport import forks
 from zklocks._transport.adapter import connection_failed
 from zklocks._transport.connection import Connection
+from zklocks._transport.sasl import SASL, login_of, plain_packets, with_login
 from zklocks._vocabulary import SessionFacts, SessionState
 
 
@@ -38,8 +41,8 @@ class AsyncClient(LockMaker[AsyncLock, AsyncReadWriteLock]):
     It runs on the loop it is started on, with no thread of its own; every waiting task
     costs one watch and a few objects, never a thread. Connection listeners
     (``add_listener``) are called on that loop, inside the connection's callbacks: they
-    must not block, and cannot await (start a task for async work). ``auth``, ``acl``
-    and ``ssl`` are ``Client``'s (see docs/security.md).
+    must not block, and cannot await (start a task for async work). ``auth``, ``acl``,
+    ``ssl`` and ``sasl`` are ``Client``'s (see docs/security.md).
     """
 
     def __init__(
@@ -54,6 +57,7 @@ class AsyncClient(LockMaker[AsyncLock, AsyncReadWriteLock]):
         auth: Sequence[tuple[str, str | bytes]] | None = None,
         acl: str | Sequence[ACL] = "open",
         ssl: bool | SSLContext | None = None,
+        sasl: SASL | None = None,
     ) -> None:
         _validate.hosts(hosts)  # a bad connect string fails here, not at start()
         super().__init__(
@@ -63,7 +67,7 @@ class AsyncClient(LockMaker[AsyncLock, AsyncReadWriteLock]):
             tick_time=tick_time,
             clock_drift=clock_drift,
             ensemble_lag=ensemble_lag,
-            auth=auth,
+            auth=with_login(auth, sasl),
             acl=acl,
             ssl=ssl,
         )
@@ -98,7 +102,8 @@ class AsyncClient(LockMaker[AsyncLock, AsyncReadWriteLock]):
             tick_time=self.lease_timing.tick_time,
             clock_drift=self.lease_timing.clock_drift,
             ssl=self._ssl,
-            auth=self._auth_packets,
+            auth=plain_packets(self._credentials),
+            sasl=login_of(self._credentials),
         )
         session = AsyncSession(connection)
         forks.track(self)
@@ -201,6 +206,13 @@ class AsyncClient(LockMaker[AsyncLock, AsyncReadWriteLock]):
         """ZooKeeper ops applied all or none, with ``await commit()`` (see
         ``Client.transaction`` and ``AsyncTransaction``)."""
         return AsyncTransaction(self._session_or_raise, guard, self._acl)
+
+    async def revoke(self, path: str) -> int:
+        """Ask every current holder of ``path`` to let go; how many were asked (see
+        ``Client.revoke``)."""
+        flow = _revoke.revoke(_validate.lock_path(path))
+        asked: int = await driver.run(flow, self._session_or_raise())
+        return asked
 
     # -- for the lock classes -----------------------------------------------------------
 

@@ -7,7 +7,9 @@ classes answer for the calling thread.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
+from collections.abc import Callable
 from types import TracebackType
 from typing import Literal, Protocol, overload
 
@@ -15,12 +17,20 @@ from zklocks._asyncio import driver
 from zklocks._asyncio.session import AsyncSession
 from zklocks._core import events as _events
 from zklocks._core import flow as _flow
+from zklocks._core import revoke as _revoke
 from zklocks._core import validate as _validate
 from zklocks._core.contenders import Contender, list_contenders
 from zklocks._core.errors import LockError, LockLost
 from zklocks._core.lease import AsyncLease
 from zklocks._core.steps import await_children_change
 from zklocks._frontend.holdings import LockConfig, LockCore
+
+log = logging.getLogger("zklocks.lock")
+
+
+def _loop_timer(delay: float, fn: Callable[[], None]) -> Callable[[], None]:
+    """``fn`` after ``delay`` seconds on the running loop; returns its canceller."""
+    return asyncio.get_running_loop().call_later(delay, fn).cancel
 
 
 def _current_task() -> asyncio.Task[object]:
@@ -109,7 +119,35 @@ class AsyncLock(LockCore[AsyncLease]):
         lease._label(probe.kind, probe.path)
         lease._releaser = self._release_lease
         self._holdings.add(owner, lease)
+        self._equip(
+            lease,
+            _loop_timer,
+            lambda: self._take_back(lease, session),
+            lambda: self._look_at(lease, session),
+        )
         return lease
+
+    @staticmethod
+    def _look_at(lease: AsyncLease, session: AsyncSession) -> None:
+        """As ``Lock._look_at``, in a task apart."""
+
+        async def look() -> None:
+            lease._data_seen(await driver.run(_revoke.read_data(lease.node), session))
+
+        session.in_background(look())
+
+    def _take_back(self, lease: AsyncLease, session: AsyncSession) -> None:
+        """As ``Lock._take_back``: a task apart deletes the node, by name and token."""
+
+        async def delete() -> None:
+            try:
+                await driver.run(_flow.release(lease.node, lease.token), session)
+            except LockError as error:
+                log.warning(
+                    "%s: could not delete %s after max_hold: %s", self.path, lease.node, error
+                )
+
+        session.in_background(delete())
 
     async def release(self) -> None:
         """Release the current task's hold (``NotHeld`` if it holds none).

@@ -168,9 +168,12 @@ def connect(
         reasons: Sequence[str] = getattr(cause, "reasons", ())
         if getattr(cause, "refused", False):  # it runs, and said no: say what to fix
             found = "".join(f"\n  {reason}" for reason in reasons) or f" {error}"
+            # a refused SASL login (or none, where one is required) is a permission error
+            status = EX_NOPERM if any("SASL" in reason for reason in reasons) else EX_UNAVAILABLE
             fail(
-                f"cannot connect to ZooKeeper at {hosts}:{found}{tls_hints(reasons)}",
-                EX_UNAVAILABLE,
+                f"cannot connect to ZooKeeper at {hosts}:{found}{tls_hints(reasons)}"
+                f"{sasl_hints(reasons)}",
+                status,
             )
         fail(unreachable_message(hosts, connect_timeout, reasons), EX_UNAVAILABLE)
     except InvalidArgument as error:  # e.g. a chroot that does not exist on the server
@@ -201,6 +204,15 @@ def tls_hints(reasons: Sequence[str]) -> str:
         hint for key, hint in _TLS_HINTS if any(key in reason for reason in reasons)
     )
     return "".join(f"\n  - {hint}" for hint in hints)
+
+
+def sasl_hints(reasons: Sequence[str]) -> str:
+    """The command-line options that fix a SASL refusal in ``reasons``."""
+    if any("requires authentication" in reason for reason in reasons):
+        return "\n  - Log in with --sasl-user USER and --sasl-password-file FILE."
+    if any("SASL authentication failed" in reason for reason in reasons):
+        return "\n  - Check --sasl-user and the password (--sasl-password-file)."
+    return ""
 
 
 def unreachable_message(hosts: str, connect_timeout: float, reasons: Sequence[str] = ()) -> str:
@@ -260,6 +272,21 @@ class _LibraryLogLines(logging.Handler):
             click.echo(f"zklocks: {record.getMessage()}", err=True)
         except Exception:
             self.handleError(record)
+
+
+VERBOSITY = "zklocks.verbosity"  # ctx.meta key: the group's -v count
+
+
+def command_verbosity(own: int) -> int:
+    """One meaning for ``-v``: ``zklocks -v run ...`` and ``zklocks run -v ...`` do the
+    same (the library's lock and connection events, and the command's own notes); the
+    larger count wins. Returns it."""
+    meta = click.get_current_context().meta  # one dict shared by the group and command
+    level = max(own, int(meta.get(VERBOSITY, 0)))
+    if level > meta.get(VERBOSITY, 0):
+        show_library_logs(level)
+        meta[VERBOSITY] = level
+    return level
 
 
 def show_library_logs(verbosity: int) -> None:

@@ -60,6 +60,10 @@ from zklocks.server import ServerError, ServerSetupError, ZooKeeperServer
 TICK_MS = 200  # the local server's tick: sessions from 0.4 s are allowed
 WAIT = 30.0  # the longest any single step may take before the scenario fails
 TICK = 0.1  # how often the live status line is redrawn while waiting
+# On a terminal each step of the story stays on screen this long before the next one, so
+# a person can follow it (unpaced, the whole demo is over in about 2 s). Not a wait for
+# anything: steps still wait for events. Piped or --plain, nobody watches: no pace.
+TERMINAL_PACE = 0.6
 
 EPILOG = """\b
 Examples:
@@ -68,6 +72,7 @@ Examples:
   zklocks demo --hosts 127.0.0.1:2181   # on a running ZooKeeper (it must allow sessions
                                         # of --session-timeout; see `zklocks server`)
   zklocks demo > demo.log               # plain lines when not on a terminal
+  zklocks demo --pace 2                 # slower: 2 s per step (0: as fast as it goes)
 
 \b
 Exit status: 0 when every scenario behaved as the story says, 70 when one did not,
@@ -86,6 +91,7 @@ class Stage:
     screen: Screen
     session_timeout: float  # for the workers that crash or pause
     workdir: Path
+    pace: float = 0.0  # seconds each narrated step stays on screen before the next
     crew: Crew | None = None
     owners: dict[str, str] = field(default_factory=dict)  # node -> worker name, as seen
 
@@ -101,7 +107,12 @@ class Stage:
             self.screen.say(f"{event.worker} woke up: {whose}, which it watched, was deleted")
 
     def say(self, text: str) -> None:
+        """Narrate a step, and hold it on screen for the pace before going on."""
         self.screen.say(text)
+        if self.pace > 0:
+            if self.crew is not None:
+                self.crew.pump()
+            time.sleep(self.pace)  # for the viewer's eyes, not to let something happen
 
     def look(self, path: str) -> list[Place]:
         """List the lock's contenders and show them."""
@@ -523,6 +534,13 @@ BY_KEY = {scenario.key: scenario for scenario in SCENARIOS}
 )
 @click.option("--plain", is_flag=True, help="Plain lines even on a terminal.")
 @click.option(
+    "--pace",
+    type=Seconds(0),
+    metavar="SECONDS",
+    help=f"Hold each step on screen this long. Default: {TERMINAL_PACE:g} on a terminal, "
+    "0 when piped or --plain.",
+)
+@click.option(
     "--time-limit",
     type=Seconds(1),
     default=180.0,
@@ -536,6 +554,7 @@ def demo(
     chosen: tuple[str, ...],
     session_timeout: float,
     plain: bool,
+    pace: float | None,
     time_limit: float,
 ) -> None:
     """Watch the locks work: fair queueing, readers sharing, a crashed holder released by
@@ -545,11 +564,19 @@ def demo(
     the demo never touches a server you did not name).
     """
     console = Console(highlight=False)
-    screen: Screen = LiveScreen(console) if console.is_terminal and not plain else PlainScreen()
+    live = console.is_terminal and not plain
+    screen: Screen = LiveScreen(console) if live else PlainScreen()
     scenarios = [BY_KEY[key] for key in dict.fromkeys(chosen)] or list(SCENARIOS)
     watchdog = _Watchdog(time_limit)
     try:
-        status = _play(screen, scenarios, hosts, connect_timeout, session_timeout)
+        status = _play(
+            screen,
+            scenarios,
+            hosts,
+            connect_timeout,
+            session_timeout,
+            pace=resolve_pace(pace, live),
+        )
     except KeyboardInterrupt:
         screen.close()
         if watchdog.fired:
@@ -565,6 +592,13 @@ def demo(
         watchdog.cancel()
         screen.close()
     sys.exit(status)
+
+
+def resolve_pace(pace: float | None, live: bool) -> float:
+    """--pace as given, else a pace someone can follow on a terminal and none elsewhere."""
+    if pace is not None:
+        return pace
+    return TERMINAL_PACE if live else 0.0
 
 
 class _Watchdog:
@@ -607,6 +641,8 @@ def _play(
     hosts: str | None,
     connect_timeout: float,
     session_timeout: float,
+    *,
+    pace: float = 0.0,
 ) -> int:
     started = time.monotonic()
     server: ZooKeeperServer | None = None
@@ -623,11 +659,12 @@ def _play(
             [
                 f"Lock paths under {root}; every worker is a process of its own.",
                 "Nothing below waits by sleeping: each step waits for a worker's report "
-                "or a ZooKeeper watch.",
+                "or a ZooKeeper watch"
+                + (f" (then stays on screen {pace:g} s: --pace)." if pace else "."),
             ]
         )
         with tempfile.TemporaryDirectory(prefix="zklocks-demo-") as workdir:
-            stage = Stage(client, hosts, root, screen, session_timeout, Path(workdir))
+            stage = Stage(client, hosts, root, screen, session_timeout, Path(workdir), pace)
             results = [_one(stage, n, len(scenarios), s) for n, s in enumerate(scenarios, 1)]
         left = client._run(delete_tree(root))
         failed = sum(1 for ok, _, _ in results if not ok) + (1 if left else 0)

@@ -25,6 +25,7 @@ from zklocks._cli.common import (
     EX_NOPERM,
     age,
     check_path,
+    command_verbosity,
     connect,
     connection_options,
     fail,
@@ -39,8 +40,9 @@ from zklocks._cli.run import (
     exit_unless_runnable,
     kill_after_option,
 )
+from zklocks._cli.sanitise import cannot
 from zklocks._cli.security import Security, security_options
-from zklocks._cli.status_view import KIND_WORDS
+from zklocks._cli.status_view import KIND_WORDS, json_time
 from zklocks._core.contenders import Contender, directory_acl, list_contenders
 from zklocks._core.errors import AccessDenied, LockError
 from zklocks._sync.client import Client
@@ -49,7 +51,8 @@ ELECT_EPILOG = """\b
 Examples:
   zklocks elect /elections/cron -- ./cron.sh          # one replica runs it at a time
   zklocks elect /elections/cron --identifier node-a -- ./cron.sh
-  zklocks elect /elections/x -- sh -c 'echo "leading with token $ZKLOCKS_TOKEN"'
+  zklocks elect /elections/x -c 'echo "leading with token $ZKLOCKS_TOKEN"'
+  zklocks elect /elections/cron -n -- ./cron.sh       # 75 at once if another leads
 
 \b
 The command sees ZKLOCKS_TOKEN (the term's fencing token), ZKLOCKS_NODE, ZKLOCKS_PATH.
@@ -73,6 +76,14 @@ Examples:
 @click.argument("path", type=TEXT, callback=check_path)
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="-- COMMAND [ARGS]...")
 @click.option(
+    "-c",
+    "--command",
+    "shell_command",
+    type=click.UNPROCESSED,  # for sh, as it is: any bytes
+    metavar="TEXT",
+    help="Run TEXT with `sh -c` instead of COMMAND (as `zklocks run -c`).",
+)
+@click.option(
     "--identifier",
     type=Identifier(),
     metavar="TEXT",
@@ -84,6 +95,12 @@ Examples:
     metavar="SECONDS",
     help="Give up (exit 75) when not elected in time. Default: wait as long as it takes.",
 )
+@click.option(
+    "-n",
+    "--non-blocking",
+    is_flag=True,
+    help="Give up at once (exit 75) when another candidate leads or is ahead in line.",
+)
 @kill_after_option
 @click.option(
     "--session-timeout",
@@ -93,17 +110,28 @@ Examples:
     metavar="SECONDS",
     help="If this process dies, the next candidate leads this long after.",
 )
-@click.option("-v", "--verbose", is_flag=True, help="Say when elected and when resigning.")
+@click.option(
+    "-v",
+    "--verbose",
+    "verbosity",
+    count=True,
+    help=(
+        "Say when elected and when resigning, with the library's lock and connection "
+        "events (the same as `zklocks -v elect`); -vv: everything."
+    ),
+)
 @connection_options
 @security_options(acl=True)
 def elect(
     path: str,
     command: tuple[str, ...],
+    shell_command: str | None,
     identifier: str | None,
     timeout: float | None,
+    non_blocking: bool,
     kill_after: float,
     session_timeout: float,
-    verbose: bool,
+    verbosity: int,
     hosts: str,
     connect_timeout: float,
     security: Security,
@@ -114,10 +142,17 @@ def elect(
     command runs (ZooKeeper expired our session), the command is stopped: SIGTERM, then
     SIGKILL after --kill-after.
     """
+    if shell_command is not None:
+        if command:
+            raise click.UsageError("give either -c TEXT or '-- COMMAND', not both")
+        command = ("sh", "-c", shell_command)
     if not command:
         raise click.UsageError(
-            f"missing the command to run after '--', e.g.\n  zklocks elect {path} -- ./cron.sh"
+            f"missing the command to run after '--' (or -c TEXT), e.g.\n"
+            f"  zklocks elect {path} -- ./cron.sh"
         )
+    if non_blocking and timeout is not None:
+        raise click.UsageError("--non-blocking and --timeout exclude each other")
     exit_unless_runnable(command)
     options = RunOptions(
         path=path,
@@ -125,11 +160,11 @@ def elect(
         kind="elect",
         permits=None,
         timeout=None if timeout == math.inf else timeout,
-        non_blocking=False,
+        non_blocking=non_blocking or timeout == 0,
         identifier=identifier or _describe(command),
         kill_after=kill_after,
         session_timeout=session_timeout,
-        verbose=verbose,
+        verbose=command_verbosity(verbosity) > 0,
         hosts=hosts,
         connect_timeout=connect_timeout,
         security=security,
@@ -141,10 +176,10 @@ def leader_json(path: str, leader: Contender | None) -> dict[str, Any]:
     """The ``--json`` document: ``leader`` is null when nobody leads."""
     now = dt.datetime.now(tz=dt.timezone.utc)
     if leader is None:
-        return {"path": path, "at": now.isoformat(), "leader": None}
+        return {"path": path, "at": json_time(now), "leader": None}
     return {
         "path": path,
-        "at": now.isoformat(),
+        "at": json_time(now),
         "leader": {
             "identifier": leader.identifier,
             "host": leader.host,
@@ -152,7 +187,7 @@ def leader_json(path: str, leader: Contender | None) -> dict[str, Any]:
             "node": leader.node,
             "token": leader.token,
             "sequence": leader.sequence,
-            "candidate_since": leader.created.isoformat(),
+            "candidate_since": json_time(leader.created),
         },
     }
 
@@ -200,9 +235,9 @@ def leader(
     except KeyboardInterrupt:
         pass
     except AccessDenied as error:
-        fail(f"cannot read {path}: {error}", EX_NOPERM)
+        fail(cannot("read", path, error), EX_NOPERM)
     except LockError as error:
-        fail(f"cannot read {path}: {error}")
+        fail(cannot("read", path, error))
     finally:
         client.stop()
 

@@ -14,8 +14,11 @@ Theory of operation
    thread, only sets the event). Nothing polls ZooKeeper; the loop also wakes once a
    second to apply the lease's clock rule, which needs no request.
 4. **Stop** the command on loss or on a signal: SIGTERM (or the signal itself), SIGKILL
-   after ``--kill-after``. We never release while the command may still run: the lock
-   protects its work, not ours.
+   after ``--kill-after``. ``--max-hold`` is a loss like any other (the library marks
+   the lease lost at the bound and deletes our node, so the next waiter goes on); a
+   revoke request (``zklocks revoke``) sends SIGTERM only, unless ``--on-revoke ignore``:
+   the command is asked to finish, and its own exit status is ours. We never release
+   while the command may still run: the lock protects its work, not ours.
 5. **Release**, close the session (the server drops any node of ours at once), exit with
    the command's status, 76 if the lease was lost, 128+signal if we were signalled.
 
@@ -59,6 +62,7 @@ from zklocks._cli.common import (
     EX_NOT_ACQUIRED,
     EX_NOT_FOUND,
     check_path,
+    command_verbosity,
     connect,
     connection_options,
     fail,
@@ -67,7 +71,7 @@ from zklocks._cli.common import (
 )
 from zklocks._cli.hold import hold
 from zklocks._cli.options import TEXT, Identifier, Seconds
-from zklocks._cli.sanitise import clean
+from zklocks._cli.sanitise import cannot, clean
 from zklocks._cli.security import Security, security_options
 from zklocks._core.errors import AccessDenied, LockError, LockTimeout
 from zklocks._core.lease import Lease
@@ -92,6 +96,7 @@ Examples:
   zklocks run /locks/api --semaphore 3 -- ./call-api.sh
   zklocks run /locks/x -c 'echo "token $ZKLOCKS_TOKEN, node $ZKLOCKS_NODE"'
   zklocks run /locks/maintenance                    # hold it until Ctrl-C
+  zklocks run /locks/job --max-hold 600 -- ./job.sh # stopped (exit 76) after 10 min
 
 \b
 The command sees ZKLOCKS_TOKEN (the fencing token: pass it to what the lock protects),
@@ -99,7 +104,8 @@ ZKLOCKS_NODE (our contender node) and ZKLOCKS_PATH.
 
 \b
 Exit status: the command's own; 75 not acquired (--timeout, --non-blocking);
-76 the lock was lost while the command ran (it was stopped); 130 interrupted (Ctrl-C);
+76 the lock was lost while the command ran (it was stopped; --max-hold passing is a
+loss); 130 interrupted (Ctrl-C);
 69 ZooKeeper unreachable; 126/127 the command could not be run; 2 usage error.
 With no command: 0 when released on Ctrl-C, 76 when the lock was lost.
 """
@@ -133,6 +139,8 @@ class RunOptions:
     connect_timeout: float
     security: Security = field(default_factory=Security)
     layout: str = "zklocks"
+    max_hold: float | None = None  # the lease is lost (the command stopped) after this
+    on_revoke: str = "term"  # term: SIGTERM the command when asked to let go; or ignore
 
     @property
     def held(self) -> str:
@@ -209,6 +217,20 @@ def exit_unless_runnable(command: tuple[str, ...]) -> None:
 )
 @kill_after_option
 @click.option(
+    "--max-hold",
+    type=Seconds(0.001),
+    metavar="SECONDS",
+    help="Hold at most this long: then the lock is released for the next waiter and the "
+    "command stopped as on a loss (SIGTERM, SIGKILL after --kill-after; exit 76).",
+)
+@click.option(
+    "--on-revoke",
+    type=click.Choice(["term", "ignore"]),
+    default="term",
+    show_default=True,
+    help="When `zklocks revoke PATH` asks us to let go: SIGTERM the command, or ignore it.",
+)
+@click.option(
     "--session-timeout",
     type=Seconds(0.1),
     default=10.0,
@@ -216,7 +238,16 @@ def exit_unless_runnable(command: tuple[str, ...]) -> None:
     metavar="SECONDS",
     help="If this process dies, the lock is freed this long after.",
 )
-@click.option("-v", "--verbose", is_flag=True, help="Say when the lock is acquired and released.")
+@click.option(
+    "-v",
+    "--verbose",
+    "verbosity",
+    count=True,
+    help=(
+        "Say when the lock is acquired and released, with the library's lock and connection "
+        "events (the same as `zklocks -v run`); -vv: everything."
+    ),
+)
 @connection_options
 @security_options(acl=True)
 def run(
@@ -231,8 +262,10 @@ def run(
     non_blocking: bool,
     identifier: str | None,
     kill_after: float,
+    max_hold: float | None,
+    on_revoke: str,
     session_timeout: float,
-    verbose: bool,
+    verbosity: int,
     hosts: str,
     connect_timeout: float,
     security: Security,
@@ -272,11 +305,13 @@ def run(
         identifier=identifier or (_describe(command) if command else "zklocks run (holding)"),
         kill_after=kill_after,
         session_timeout=session_timeout,
-        verbose=verbose,
+        verbose=command_verbosity(verbosity) > 0,
         hosts=hosts,
         connect_timeout=connect_timeout,
         security=security,
         layout=layout,
+        max_hold=max_hold,
+        on_revoke=on_revoke,
     )
     sys.exit(execute(options))
 
@@ -364,6 +399,7 @@ class _Run:
         self.wake = threading.Event()
         self.received: list[int] = []
         self.child: subprocess.Popen[bytes] | None = None
+        self.revoked = threading.Event()  # someone asked us to let go (zklocks revoke)
 
     # -- 1. the lock --------------------------------------------------------------------
 
@@ -372,14 +408,22 @@ class _Run:
         if o.kind == "semaphore":
             assert o.permits is not None
             return self.client.semaphore(
-                o.path, permits=o.permits, identifier=o.identifier, layout=o.layout
+                o.path,
+                permits=o.permits,
+                identifier=o.identifier,
+                layout=o.layout,
+                max_hold=o.max_hold,
             )
         if o.kind == "elect":  # zklocks elect: an election is a lock kind
             return self.client.election(o.path, identifier=o.identifier)
         if o.kind in ("read", "write"):
-            rw = self.client.read_write_lock(o.path, identifier=o.identifier, layout=o.layout)
+            rw = self.client.read_write_lock(
+                o.path, identifier=o.identifier, layout=o.layout, max_hold=o.max_hold
+            )
             return rw.read if o.kind == "read" else rw.write
-        return self.client.lock(o.path, identifier=o.identifier, layout=o.layout)
+        return self.client.lock(
+            o.path, identifier=o.identifier, layout=o.layout, max_hold=o.max_hold
+        )
 
     def run(self) -> int:
         lock = self._lock()
@@ -392,9 +436,9 @@ class _Run:
         except LockTimeout:
             lease = None
         except AccessDenied as error:
-            fail(f"cannot take {self.options.path}: {error}", EX_NOPERM)
+            fail(cannot("take", self.options.path, error), EX_NOPERM)
         except LockError as error:
-            fail(f"cannot take {self.options.path}: {error}")
+            fail(cannot("take", self.options.path, error))
         if lease is None:
             note(self._not_acquired(lock))
             return EX_NOT_ACQUIRED
@@ -412,10 +456,11 @@ class _Run:
 
     def _not_acquired(self, lock: Lock) -> str:
         o = self.options
+        outcome = "elected" if o.kind == "elect" else "acquired"
         why = (
-            "not acquired (--non-blocking)"
+            f"not {outcome} (--non-blocking)"
             if o.non_blocking
-            else (f"not acquired within {o.timeout:g} s")
+            else f"not {outcome} within {o.timeout:g} s"
         )
         try:
             holders = [c for c in lock.contenders() if c.holder]
@@ -469,6 +514,8 @@ class _Run:
         for sig in self.stops:
             signal.signal(sig, self._on_signal)
         lease.add_lost_callback(lambda _lease: self.wake.set())
+        if self.options.on_revoke == "term":
+            lease.add_revoke_callback(self._on_revoke)
         try:
             child = self._spawn(lease)
         except FileNotFoundError:
@@ -482,6 +529,10 @@ class _Run:
             threading.Thread(target=self._wait_child, name="zklocks-child", daemon=True).start()
         return self._supervise(lease, child)
 
+    def _on_revoke(self, _lease: object) -> None:
+        self.revoked.set()
+        self.wake.set()
+
     def _wait_child(self) -> None:
         assert self.child is not None
         self.child.wait()
@@ -491,6 +542,7 @@ class _Run:
         kill_at: float | None = None  # when to SIGKILL, once a stop was asked for
         ours: int | None = None  # the exit status we decided, overriding the command's
         lost_seen = False
+        revoke_seen = False
         terminal_stops = 0  # Ctrl-C (or Ctrl-\\) typed while the command runs in front
         hint_at: float | None = None  # when to say that a second Ctrl-C kills the command
         while True:
@@ -526,6 +578,13 @@ class _Run:
                 self._signal(signal.SIGTERM)
                 if kill_at is None:
                     kill_at = time.monotonic() + self.options.kill_after
+            if not revoke_seen and not lost_seen and self.revoked.is_set():
+                revoke_seen = True  # a request: SIGTERM once, no SIGKILL, its own status
+                note(
+                    f"asked to let go of {self.options.held} (revoke); "
+                    "stopping the command with SIGTERM"
+                )
+                self._signal(signal.SIGTERM)
             if kill_at is not None and time.monotonic() >= kill_at:
                 note(
                     f"the command did not exit {self.options.kill_after:g} s after SIGTERM; "

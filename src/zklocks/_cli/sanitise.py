@@ -55,3 +55,15 @@ def _shown(ch: str, newlines: bool) -> str:
 def text(value: object, style: str = "", *, limit: int | None = LIMIT) -> Text:
     """``value`` cleaned, as rich ``Text`` (never parsed as markup)."""
     return Text(clean(value, limit=limit), style=style)
+
+
+def cannot(verb: str, path: str, error: BaseException) -> str:
+    """``cannot VERB PATH: why``, naming the path once.
+
+    The library's messages often start with the path already (``/locks/api: semaphore
+    contenders disagree ...``); prefixed again, a message would print it twice.
+    """
+    why = str(error)
+    if why.startswith(f"{path}: "):
+        why = why[len(path) + 2 :]
+    return f"cannot {verb} {path}: {why}"

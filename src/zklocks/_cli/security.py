@@ -2,7 +2,12 @@
 
 ``--auth SCHEME:CREDENTIAL`` (or ``ZKLOCKS_AUTH``, or ``--auth-file FILE`` holding one
 such line), ``--acl creator|open`` (commands that create nodes), ``--tls``,
-``--tls-ca FILE``, ``--tls-cert FILE``, ``--tls-key FILE`` (or ``ZKLOCKS_TLS*``).
+``--tls-ca FILE``, ``--tls-cert FILE``, ``--tls-key FILE`` (or ``ZKLOCKS_TLS*``), and a
+SASL login: ``--sasl-user USER`` with ``--sasl-password-file FILE`` or the environment's
+``ZKLOCKS_SASL_PASSWORD`` (a password is never taken from the command line, where ``ps``
+shows it), ``--sasl-mechanism``, ``--sasl-service`` (or ``ZKLOCKS_SASL_*``); Kerberos is
+``--sasl-mechanism GSSAPI`` with the ticket of ``kinit`` or a ``KRB5_CLIENT_KTNAME``
+keytab, ``--sasl-principal`` picking one.
 A command declares them with ``@security_options()`` and receives one ``security``
 argument. A credential is never echoed back: not in errors, not in ``--help``.
 """
@@ -10,6 +15,7 @@ argument. A credential is never echoed back: not in errors, not in ``--help``.
 from __future__ import annotations
 
 import functools
+import os
 import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,6 +25,8 @@ from typing import Any, TypeVar
 import click
 
 from zklocks._cli.options import Text, as_typed
+from zklocks._core.errors import InvalidArgument
+from zklocks._transport.sasl import SASL
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -35,13 +43,81 @@ class Security:
     auth: tuple[tuple[str, str], ...] = ()
     acl: str = "open"
     ssl: ssl.SSLContext | None = None
+    sasl: SASL | None = None
 
     def __repr__(self) -> str:  # the credential stays hidden
         schemes = ",".join(scheme for scheme, _ in self.auth) or "none"
-        return f"Security(auth={schemes}, acl={self.acl!r}, tls={self.ssl is not None})"
+        login = "none" if self.sasl is None else self.sasl.mechanism
+        return (
+            f"Security(auth={schemes}, sasl={login}, acl={self.acl!r}, tls={self.ssl is not None})"
+        )
 
     def client_options(self) -> dict[str, Any]:
-        return {"auth": list(self.auth) or None, "acl": self.acl, "ssl": self.ssl}
+        return {
+            "auth": list(self.auth) or None,
+            "acl": self.acl,
+            "ssl": self.ssl,
+            "sasl": self.sasl,
+        }
+
+
+SASL_PASSWORD_ENV = "ZKLOCKS_SASL_PASSWORD"
+
+
+def read_password_file(path: Path) -> str:
+    """The password in ``path``: its trailing newline (``echo pw > file``) stripped."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as error:
+        raise click.BadParameter(f"cannot read {as_typed(str(path))}: {error.strerror}") from None
+    except UnicodeDecodeError:
+        raise click.BadParameter(
+            f"{as_typed(str(path))} is not UTF-8 text (its content is not shown here)"
+        ) from None
+    password = text.removesuffix("\n").removesuffix("\r")
+    if not password:
+        raise click.BadParameter(f"{as_typed(str(path))} is empty: it must hold the password")
+    return password
+
+
+def sasl_login(
+    mechanism: str | None,
+    user: str | None,
+    password_file: Path | None,
+    service: str,
+    principal: str | None = None,
+) -> SASL | None:
+    """The ``--sasl-*`` options as a login, or None when none was asked for."""
+    if mechanism == "GSSAPI":
+        if user is not None or password_file is not None:
+            raise click.UsageError(
+                "--sasl-mechanism GSSAPI takes no --sasl-user or password: the ticket comes "
+                "from kinit or KRB5_CLIENT_KTNAME (--sasl-principal picks one)"
+            )
+        try:
+            return SASL("GSSAPI", service=service, principal=principal)
+        except InvalidArgument as error:
+            raise click.UsageError(str(error)) from None
+    if principal is not None:
+        raise click.UsageError("--sasl-principal is for --sasl-mechanism GSSAPI")
+    password_env = os.environ.get(SASL_PASSWORD_ENV)
+    if user is None:
+        if mechanism or password_file:
+            raise click.UsageError("--sasl-mechanism and --sasl-password-file need --sasl-user")
+        return None
+    if password_file is not None:
+        password = read_password_file(password_file)
+    elif password_env:
+        password = password_env
+    else:
+        raise click.UsageError(
+            f"--sasl-user needs a password: --sasl-password-file FILE or {SASL_PASSWORD_ENV} "
+            "(never on the command line, where ps shows it)"
+        )
+    try:
+        return SASL(mechanism or "DIGEST-MD5", username=user, password=password, service=service)
+    except InvalidArgument as error:
+        raise click.UsageError(str(error)) from None
 
 
 def parse_auth(text: str, source: str) -> tuple[str, str]:
@@ -126,11 +202,17 @@ def security_options(*, acl: bool = False) -> Callable[[F], F]:
                 auth = (read_auth_file(auth_file),)
             elif auth_value:
                 auth = (parse_auth(auth_value, "--auth (or ZKLOCKS_AUTH)"),)
-            if acl_value == "creator" and not auth:
+            login = sasl_login(
+                kwargs.pop("sasl_mechanism"), kwargs.pop("sasl_user"),
+                kwargs.pop("sasl_password_file"), kwargs.pop("sasl_service"),
+                kwargs.pop("sasl_principal"),
+            )  # fmt: skip
+            if acl_value == "creator" and not auth and login is None:
                 raise click.UsageError(
-                    "--acl creator needs credentials: --auth-file FILE, ZKLOCKS_AUTH or --auth"
+                    "--acl creator needs credentials: --sasl-user, --auth-file FILE, "
+                    "ZKLOCKS_AUTH or --auth"
                 )
-            security = Security(auth=auth, acl=acl_value, ssl=context)
+            security = Security(auth=auth, acl=acl_value, ssl=context, sasl=login)
             return command(*args, security=security, **kwargs)
 
         options = [
@@ -138,6 +220,25 @@ def security_options(*, acl: bool = False) -> Callable[[F], F]:
                          type=Text(secret=True), metavar="SCHEME:CREDENTIAL", help=AUTH_HELP),
             click.option("--auth-file", envvar="ZKLOCKS_AUTH_FILE", show_envvar=True,
                          type=_FILE, help="Read SCHEME:CREDENTIAL from this file (one line)."),
+            click.option("--sasl-user", envvar="ZKLOCKS_SASL_USER", show_envvar=True,
+                         type=Text(), metavar="USER",
+                         help="Log in with SASL as USER (the password: --sasl-password-file "
+                         f"or {SASL_PASSWORD_ENV})."),
+            click.option("--sasl-password-file", envvar="ZKLOCKS_SASL_PASSWORD_FILE",
+                         show_envvar=True, type=_FILE,
+                         help="Read the SASL password from this file (a trailing newline "
+                         "is ignored)."),
+            click.option("--sasl-mechanism", envvar="ZKLOCKS_SASL_MECHANISM",
+                         show_envvar=True, type=click.Choice(["DIGEST-MD5", "GSSAPI"]),
+                         help="The SASL mechanism: DIGEST-MD5 (the default with "
+                         "--sasl-user) or GSSAPI (Kerberos)."),
+            click.option("--sasl-principal", envvar="ZKLOCKS_SASL_PRINCIPAL",
+                         show_envvar=True, type=Text(), metavar="PRINCIPAL",
+                         help="GSSAPI: log in as this principal (default: the credential "
+                         "cache's, else the KRB5_CLIENT_KTNAME keytab's)."),
+            click.option("--sasl-service", envvar="ZKLOCKS_SASL_SERVICE", show_envvar=True,
+                         type=Text(), default="zookeeper", show_default=True,
+                         help="The server's SASL service name."),
             click.option("--tls", is_flag=True, envvar="ZKLOCKS_TLS", show_envvar=True,
                          help="Connect over TLS, trusting the system's CAs."),
             click.option("--tls-ca", envvar="ZKLOCKS_TLS_CA", show_envvar=True, type=_FILE,

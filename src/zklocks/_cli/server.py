@@ -6,6 +6,7 @@ import contextlib
 import signal
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 
@@ -13,7 +14,7 @@ import click
 
 from zklocks._certs import TLSFiles
 from zklocks._cli.common import CONTEXT, EX_UNAVAILABLE, fail
-from zklocks._cli.options import as_typed, undecodable
+from zklocks._cli.options import Text, as_typed, undecodable
 from zklocks.server import (
     PortInUse,
     ServerError,
@@ -32,6 +33,8 @@ Examples:
   zklocks server --ensemble 3             # a three-member quorum on 2181-2183
   zklocks server --tls                    # TLS only, with a throwaway CA it prints
   zklocks server --tls --tls-client-auth need   # mutual TLS: clients need a certificate
+  zklocks server --ensemble 3 --tls       # TLS on client ports and between members
+  zklocks server --sasl-user alice:s3cret --enforce-auth   # SASL logins required
 """
 
 
@@ -46,6 +49,37 @@ def _check_data_dir(ctx: click.Context, param: click.Parameter, value: Path | No
             param,
         )
     return value
+
+
+@dataclass(frozen=True)
+class _Logins:
+    """Who may log in with SASL, and whether a login is required."""
+
+    users: dict[str, str]
+    enforce: bool
+
+    def __repr__(self) -> str:  # the passwords stay hidden
+        return f"_Logins(users={sorted(self.users)}, enforce={self.enforce})"
+
+
+def _check_sasl_users(
+    ctx: click.Context, param: click.Parameter, values: tuple[str, ...]
+) -> dict[str, str]:
+    users: dict[str, str] = {}
+    for value in values:
+        user, colon, password = value.partition(":")
+        if not colon or not user or not password:
+            raise click.BadParameter(
+                "must look like USER:PASSWORD (the value is not shown here)", ctx, param
+            )
+        if not all(ch.isalnum() or ch in "_-." for ch in user):
+            raise click.BadParameter(
+                f"a user name is letters, digits, '_', '-', '.', not {as_typed(user)!r}",
+                ctx,
+                param,
+            )
+        users[user] = password
+    return users
 
 
 @click.command(
@@ -82,8 +116,9 @@ def _check_data_dir(ctx: click.Context, param: click.Parameter, value: Path | No
 @click.option(
     "--tls",
     is_flag=True,
-    help="Serve TLS only (no plaintext port), with a throwaway CA and server certificate "
-    "made at start (needs the 'cryptography' package: pip install 'zklocks[tls-server]').",
+    help="Serve TLS only (no plaintext port; with --ensemble, between members too), with a "
+    "throwaway CA and server certificate made at start (needs the 'cryptography' package: "
+    "pip install 'zklocks[tls-server]').",
 )
 @click.option(
     "--tls-client-auth",
@@ -93,6 +128,21 @@ def _check_data_dir(ctx: click.Context, param: click.Parameter, value: Path | No
     help="With --tls: 'need' refuses clients without a certificate signed by that CA "
     "(one is made for you).",
 )
+@click.option(
+    "--sasl-user",
+    "sasl_users",
+    multiple=True,
+    type=Text(secret=True),
+    callback=_check_sasl_users,
+    metavar="USER:PASSWORD",
+    help="Let USER log in with SASL DIGEST-MD5 (repeatable). For trying things: the "
+    "password is visible in `ps`.",
+)
+@click.option(
+    "--enforce-auth",
+    is_flag=True,
+    help="Refuse every session that has not logged in with SASL (needs --sasl-user).",
+)
 def server(
     port: int,
     data_dir: Path | None,
@@ -100,17 +150,22 @@ def server(
     size: int | None,
     tls: bool,
     tls_client_auth: str,
+    sasl_users: dict[str, str],
+    enforce_auth: bool,
 ) -> None:
     """Run a local ZooKeeper in the foreground until Ctrl-C, and say how to use it."""
     files: TLSFiles | None = None
+    if enforce_auth and not sasl_users:
+        raise click.UsageError("--enforce-auth needs --sasl-user USER:PASSWORD")
+    if sasl_users and size is not None:
+        raise click.UsageError("--sasl-user serves a standalone server; leave out --ensemble")
+    login = _Logins(sasl_users, enforce_auth)
     with contextlib.ExitStack() as cleanup:
         if tls:
-            if size is not None:
-                raise click.UsageError("--tls serves a standalone server; leave out --ensemble")
             files = _tls_files(data_dir, cleanup)
         elif tls_client_auth != "none":
             raise click.UsageError("--tls-client-auth needs --tls")
-        _serve(port, data_dir, tick_time, size, files, tls_client_auth)
+        _serve(port, data_dir, tick_time, size, files, tls_client_auth, login)
 
 
 def _tls_files(data_dir: Path | None, cleanup: contextlib.ExitStack) -> TLSFiles:
@@ -132,21 +187,27 @@ def _serve(
     size: int | None,
     files: TLSFiles | None,
     client_auth: str,
+    login: _Logins,
 ) -> None:
     zookeeper: ZooKeeperServer | ZooKeeperEnsemble
+    tls = None
+    if files is not None:
+        tls = ServerTLS(
+            files.server_keystore, files.ca, client_auth, probe_chain=files.client_chain
+        )
     if size is None:
-        tls = None
-        if files is not None:
-            tls = ServerTLS(
-                files.server_keystore, files.ca, client_auth, probe_chain=files.client_chain
-            )
         zookeeper = ZooKeeperServer(
-            port=port or None, data_dir=data_dir, tick_time=tick_time, tls=tls
+            port=port or None,
+            data_dir=data_dir,
+            tick_time=tick_time,
+            tls=tls,
+            sasl_users=login.users,
+            enforce_auth=login.enforce,
         )
     else:
         ports = [port + offset for offset in range(size)] if port else None
         zookeeper = ZooKeeperEnsemble(
-            size, client_ports=ports, data_dir=data_dir, tick_time=tick_time
+            size, client_ports=ports, data_dir=data_dir, tick_time=tick_time, tls=tls
         )
     # SIGTERM (a service manager, `kill`) shuts down as cleanly as Ctrl-C; SIGINT too,
     # even when a shell started us in the background with SIGINT ignored.
@@ -168,7 +229,7 @@ def _serve(
             )
         except ServerError as error:
             fail(str(error))
-        _announce(zookeeper, data_dir, tick_time, files, client_auth)
+        _announce(zookeeper, data_dir, tick_time, files, client_auth, login)
         while zookeeper.running:
             time.sleep(0.2)
         fail("ZooKeeper exited on its own; see the log named above.")
@@ -184,10 +245,15 @@ def _announce(
     tick_time: int,
     files: TLSFiles | None = None,
     client_auth: str = "none",
+    login: _Logins | None = None,
 ) -> None:
     kind = "standalone" if isinstance(zookeeper, ZooKeeperServer) else "ensemble"
     if files is not None:
-        kind += ", TLS only"
+        kind += (
+            ", TLS only" if isinstance(zookeeper, ZooKeeperServer) else ", TLS only, members too"
+        )
+    if login is not None and login.enforce:
+        kind += ", SASL login required"
     keep = "kept" if data_dir is not None else "removed on exit"
     shortest = 2 * tick_time / 1000
     click.echo(f"ZooKeeper ({kind}, tickTime {tick_time} ms) is serving on {zookeeper.hosts}")
@@ -200,8 +266,14 @@ def _announce(
         click.echo(f"  TLS: CA {files.ca} (throwaway: trust it for this server only)")
         if client_auth != "none":
             click.echo(f"  client certificate {files.client_cert}, key {files.client_key}")
+    if login is not None and login.users:
+        click.echo(f"  SASL DIGEST-MD5 users: {', '.join(sorted(login.users))}")
     click.echo("Point clients at it with:")
     click.echo(f"  export ZKLOCKS_HOSTS={zookeeper.hosts}")
+    if login is not None and login.users:
+        user = sorted(login.users)[0]
+        click.echo(f"  export ZKLOCKS_SASL_USER={user}")
+        click.echo("  export ZKLOCKS_SASL_PASSWORD_FILE=<a file holding its password>")
     if files is not None:
         click.echo(f"  export ZKLOCKS_TLS_CA={files.ca}")
         if client_auth != "none":
@@ -213,7 +285,13 @@ def _announce(
     click.echo("  zklocks ls                               # every lock on the server")
     if files is None:  # the demo speaks plain TCP
         click.echo(f"  zklocks demo --hosts {zookeeper.hosts}")
-    if files is None:
+    if files is None and login is not None and login.users:
+        user = sorted(login.users)[0]
+        click.echo(
+            f'or from Python: zklocks.Client("{zookeeper.hosts}", '
+            f'sasl=zklocks.SASL(username="{user}", password=...))'
+        )
+    elif files is None:
         click.echo('or from Python: zklocks.Client("' + zookeeper.hosts + '")')
     else:
         chain = (

@@ -25,7 +25,7 @@ from zklocks._cli.common import (
 )
 from zklocks._cli.inspect import LockSummary, walk_locks
 from zklocks._cli.options import TEXT
-from zklocks._cli.sanitise import text
+from zklocks._cli.sanitise import cannot, text
 from zklocks._cli.security import Security, security_options
 from zklocks._cli.status_view import new_console, print_clean, render, snapshot
 from zklocks._cli.status_watch import watch as watch_lock
@@ -99,9 +99,9 @@ def status(
         if not state["holders"] and not state["waiters"]:
             _hint_not_a_lock(client, path, console)
     except AccessDenied as error:
-        fail(f"cannot read {path}: {error}", EX_NOPERM)
+        fail(cannot("read", path, error), EX_NOPERM)
     except (LockError, ClientClosed) as error:
-        fail(f"cannot read {path}: {error}")
+        fail(cannot("read", path, error))
     finally:
         client.stop()
 
@@ -143,9 +143,9 @@ def ls(root: str, as_json: bool, hosts: str, connect_timeout: float, security: S
     try:
         summaries = client._run(walk_locks(root))
     except AccessDenied as error:
-        fail(f"cannot list {root}: {error}", EX_NOPERM)
+        fail(cannot("list", root, error), EX_NOPERM)
     except (LockError, ClientClosed) as error:
-        fail(f"cannot list {root}: {error}")
+        fail(cannot("list", root, error))
     finally:
         client.stop()
     if as_json:

@@ -29,6 +29,15 @@ REDRAW_INTERVAL = 1.0  # durations tick on screen; ZooKeeper is not asked again
 KIND_WORDS = {"lease": "semaphore", "elect": "election"}
 
 
+def json_time(moment: dt.datetime) -> str:
+    """A moment as every ``--json`` document writes it: UTC, to the millisecond.
+
+    One format across commands, so a script can compare ``status``'s ``joined`` with
+    ``leader``'s ``candidate_since`` as text; ZooKeeper's node times have milliseconds.
+    """
+    return moment.astimezone(dt.timezone.utc).isoformat(timespec="milliseconds")
+
+
 def snapshot(client: Client, path: str) -> dict[str, Any]:
     """The state of one lock as a JSON-ready dict (the ``--json`` document)."""
     contenders = client._run(list_contenders(path))
@@ -41,7 +50,7 @@ def snapshot(client: Client, path: str) -> dict[str, Any]:
         "token": max((e["token"] for e in holders), default=None),
         "holders": holders,
         "waiters": [e for e in entries if not e["holder"]],
-        "at": now.isoformat(timespec="milliseconds"),
+        "at": json_time(now),
         # who may do what in the lock directory (a digest's password hash is left out)
         "acl": None
         if acl is None
@@ -62,7 +71,7 @@ def _entry(place: Place, now: dt.datetime) -> dict[str, Any]:
         "host": c.host,
         "pid": c.pid,
         "token": c.token,
-        "joined": c.created.isoformat(timespec="milliseconds"),
+        "joined": json_time(c.created),
         "age_s": round(age(c.created, now), 3),
         "held_s": None,  # known only when --watch saw the grant
         "waits_for": list(place.waits_for),

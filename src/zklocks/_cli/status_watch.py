@@ -21,12 +21,17 @@ client's threads and the feed inherit a mask that sends every signal to the main
 thread; one that arrives during the connection attempt is handled right after it.
 Whatever happens, a stop is exit status 0. A stop signal we were started with ignored
 (``nohup``'s SIGHUP, a script's ``&``) stays ignored (``common.not_ignored``).
+
+While the table is drawn live, the library's log lines (``zklocks: ... refused the
+connection``) are printed through the live display, above the table, instead of as raw
+stderr lines that would land in the middle of it (``_log_lines_above``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import queue
 import signal
 import sys
@@ -43,6 +48,7 @@ from rich.text import Text
 
 from zklocks._cli.common import Failure, connect, fail, not_ignored
 from zklocks._cli.inspect import arm_change_watch
+from zklocks._cli.sanitise import cannot, clean
 from zklocks._cli.security import Security
 from zklocks._cli.status_view import REDRAW_INTERVAL, new_console, print_clean, render, snapshot
 from zklocks._core.errors import ClientClosed, LockError
@@ -158,6 +164,10 @@ class _Screen:
         if not self.as_json and self.console.is_terminal:
             live = Live(console=self.console, auto_refresh=False, transient=False)
             live.start()
+        with _log_lines_above(live) if live is not None else contextlib.nullcontext():
+            self._show(inbox, live)
+
+    def _show(self, inbox: queue.SimpleQueue[Any], live: Live | None) -> None:
         try:
             while True:
                 try:
@@ -168,7 +178,7 @@ class _Screen:
                     return
                 if isinstance(item, BaseException):
                     if isinstance(item, LockError):
-                        fail(f"cannot read {self.path}: {item}")
+                        fail(cannot("read", self.path, item))
                     raise item
                 self._note_connection(fresh=item is not None)
                 if item is not None:
@@ -220,6 +230,38 @@ class _Screen:
             style="bold red",
         )
         return Group(banner, table)
+
+
+class _AboveTheTable(logging.Handler):
+    """A library record as a ``zklocks: ...`` line printed above the live table."""
+
+    def __init__(self, live: Live) -> None:
+        super().__init__()
+        self.live = live
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:  # from any thread: rich's console takes its own lock
+            message = clean(record.getMessage(), newlines=True, limit=None)
+            self.live.console.print(Text(f"zklocks: {message}"))
+        except Exception:
+            self.handleError(record)
+
+
+@contextlib.contextmanager
+def _log_lines_above(live: Live) -> Iterator[None]:
+    """While the table is live, the library logs through it instead of onto stderr."""
+    logger = logging.getLogger("zklocks")
+    plain = list(logger.handlers)
+    for handler in plain:
+        logger.removeHandler(handler)
+    above = _AboveTheTable(live)
+    logger.addHandler(above)
+    try:
+        yield
+    finally:
+        logger.removeHandler(above)
+        for handler in plain:
+            logger.addHandler(handler)
 
 
 def _say(message: str) -> None:

@@ -52,10 +52,20 @@ class Contender:
 
 def list_contenders(path: str) -> Generator[Op, Any, list[Contender]]:
     """Holders first, then waiters in line order; nodes that vanish meanwhile are skipped."""
+    read, holding = yield from read_line(path)
+    found = [_contender(path, node, reply, node.name in holding) for node, reply in read]
+    return sorted(found, key=lambda c: not c.holder)  # stable: line order kept
+
+
+def read_line(
+    path: str,
+) -> Generator[Op, Any, tuple[list[tuple[_nodes.NodeName, NodeData]], set[str]]]:
+    """Every contender node of any layout with its data, in line order, and the names of
+    the holders: what ``contenders()`` shows and whom ``revoke`` asks."""
     while True:
         children = yield GetChildren(path)
         if isinstance(children, NoNodeError):
-            return []
+            return [], set()
         if isinstance(children, ConnectionLossError):
             continue
         if isinstance(children, NoAuthError):
@@ -80,8 +90,7 @@ def list_contenders(path: str) -> Generator[Op, Any, list[Contender]]:
         holding = _layouts.holders(
             (node for node, _ in read), (name for name in children if name not in vanished)
         )
-        found = [_contender(path, node, reply, node.name in holding) for node, reply in read]
-        return sorted(found, key=lambda c: not c.holder)  # stable: line order kept
+        return read, holding
 
 
 def directory_acl(path: str) -> Generator[Op, Any, tuple[ACL, ...] | None]:

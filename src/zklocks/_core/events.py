@@ -248,6 +248,11 @@ def lease_released(kind: str, path: str, held_for: float, counted: bool) -> None
     log.info("%s: %s released after %.3f s held", path, kind, held_for)
 
 
+def lease_revoke_requested(kind: str, path: str, token: int) -> None:
+    """Someone asked this holder to let go (a revoke request reached its lease)."""
+    log.info("%s: %s holder (token %d) was asked to let go (revoke)", path, kind, token)
+
+
 def lease_lost(
     kind: str, path: str, held_for: float, token: int, why: tuple[str, str], counted: bool
 ) -> None:

@@ -20,6 +20,20 @@ connection is down but that instant has not come, the lease is ``suspended``.
 
 The lease is also lost, at once, when the session is reported expired or our node is
 deleted by anyone. Lost is sticky: a lease never comes back.
+
+A bound on the hold (``max_hold``) is a second clock rule: ``max_hold`` seconds after
+the grant the lease is lost, on our own clock whatever the connection's state (a timer
+on the client's event thread, and the same test at every look at ``lost``), and the
+lock that made it is asked to take its node back (``_limit_hold``'s ``take_back``) so
+the next waiter is granted. A released lease's timer is cancelled, and a firing after
+the end is ignored: the bound never reaches a later holder.
+
+A revoke request (``zklocks._core.revoke``) is a marker written into our node's data.
+The keeper's watch on our node fires on that change, and the lease then looks at the
+data. A request written *before* the watch was set fires nothing, so the lease also
+looks once after the watch is set (ZooKeeper answers one session's requests in order:
+that look sees any write made before the watch), when someone listens for revokes.
+Heard once; a lease never un-hears it.
 """
 
 from __future__ import annotations
@@ -32,10 +46,17 @@ from collections.abc import Awaitable, Callable
 from types import TracebackType
 
 from zklocks._core import events as _events
+from zklocks._core import revoke as _revoke
 from zklocks._core.errors import LockError, LockLost
 from zklocks._vocabulary import SessionFacts, SessionState, Watcher, WatchEvent, WatchKind
 
 LostCallback = Callable[["LeaseBase"], None]
+RevokeCallback = Callable[["LeaseBase"], None]
+Cancel = Callable[[], None]
+Scheduler = Callable[[float, Callable[[], None]], Cancel]
+
+MAX_HOLD = "max_hold"
+"""The loss reason's metric code (and the word in ``lost_reason``) for an overlong hold."""
 
 
 def loss_deadline(last_answered_sent: float | None, session_timeout: float) -> float | None:
@@ -73,6 +94,17 @@ class LeaseBase:
         self._path = node.rsplit("/", 1)[0]
         self._granted_at = time.monotonic()
         self._counted = False  # counted in the "held" gauge until released or lost
+        # the hold's bound (``_limit_hold``): when it falls, and who takes our node back
+        self._max_hold: float | None = None
+        self._hold_deadline: float | None = None
+        self._take_back: Callable[[], None] | None = None
+        self._cancel_hold_timer: Cancel | None = None
+        # revoke requests: who listens, whether heard, and how to look at our node's data
+        self._revoke_callbacks: list[RevokeCallback] = []
+        self._revoked = False
+        self._look: Callable[[], None] | None = None  # the front end's read; answers _data_seen
+        self._node_watched = False
+        self._looked = False  # looked (or looking) since the watch was set
 
     @property
     def token(self) -> int:
@@ -135,10 +167,104 @@ class LeaseBase:
                 return
         fn(self)
 
+    def add_revoke_callback(self, fn: RevokeCallback) -> None:
+        """Call ``fn(lease)`` once when someone asks this holder to let go (at once if
+        someone has already): ``client.revoke(path)``, ``zklocks revoke``, or Curator's
+        ``Revoker`` for a ``layout="curator"`` lock.
+
+        Revocation is a request, not a loss: the lease stays held until the holder
+        releases it (do that from another thread or task, not in ``fn``). ``fn`` runs on
+        a thread (or, for ``AsyncClient``, in a task) of the client's, so it must be
+        quick; an exception it raises is logged and ignored.
+        """
+        with self._mutex:
+            heard = self._revoked
+            if not heard:
+                self._revoke_callbacks.append(fn)
+        if heard:
+            self._run_revoke_callback(fn)
+        else:
+            self._look_if_due()
+
+    def _allow_looks(self, look: Callable[[], None]) -> None:
+        """(The lock that made it) how to read our node's data: ``look()`` answers with
+        ``_data_seen``, apart from the caller."""
+        self._look = look
+        self._look_if_due()
+
+    def _watch_set(self) -> None:
+        """(The keeper) our node's data watch is set: a request written before it shows
+        only in a look made after it."""
+        self._node_watched = True
+        self._look_if_due()
+
+    def _data_changed(self) -> None:
+        """(The keeper) our node's data changed: only a revoke request changes it."""
+        look = self._look
+        if look is not None and not self._revoked and not self._ended:
+            look()
+
+    def _look_if_due(self) -> None:
+        with self._mutex:
+            due = (
+                self._look is not None
+                and self._node_watched
+                and bool(self._revoke_callbacks)
+                and not self._looked
+                and not self._ended
+            )
+            if due:
+                self._looked = True
+        if due and self._look is not None:
+            self._look()
+
+    def _data_seen(self, data: bytes | None) -> None:
+        """Our node's data, as a look found it: a revoke request runs the callbacks."""
+        if data is None or not _revoke.is_request(data):
+            return
+        with self._mutex:
+            if self._revoked or self._ended:
+                return
+            self._revoked = True
+            callbacks, self._revoke_callbacks = self._revoke_callbacks, []
+        _events.lease_revoke_requested(self._kind, self._path, self._token)
+        for callback in callbacks:
+            self._run_revoke_callback(callback)
+
+    def _run_revoke_callback(self, fn: RevokeCallback) -> None:
+        try:
+            fn(self)
+        except Exception:
+            _events.log.exception("%s: a revoke callback failed", self._path)
+
+    def _limit_hold(
+        self, max_hold: float, schedule: Scheduler, take_back: Callable[[], None]
+    ) -> None:
+        """Bound the hold to ``max_hold`` seconds from now (the grant), on our own clock.
+
+        ``schedule`` arms the timer on the client's event thread; ``take_back`` deletes
+        our node, apart from every caller, once the bound has made the lease lost."""
+        self._max_hold = max_hold
+        self._hold_deadline = self._session.clock() + max_hold
+        self._take_back = take_back
+        cancel = schedule(max_hold, self._overheld)
+        with self._mutex:
+            if self._lost_reason is None and not self._ended:
+                self._cancel_hold_timer = cancel
+                return
+        cancel()  # lost or released meanwhile: the timer has nothing left to do
+
+    def _overheld(self) -> None:
+        """The bound has fallen (the timer is the authority: it may fire a hair early)."""
+        self._mark_lost(f"held longer than max_hold ({self._max_hold:g} s)", MAX_HOLD)
+
     def _check(self) -> bool:
-        """Apply the clock rule now; mark the lease lost if its time has come."""
+        """Apply the clock rules now; mark the lease lost if its time has come."""
         if self._lost_reason is not None or self._ended:
             return self._lost_reason is not None
+        if self._hold_deadline is not None and self._session.clock() >= self._hold_deadline:
+            self._overheld()
+            return True
         deadline = loss_deadline(
             self._session.last_answered_sent(), self._session.session_timeout()
         )
@@ -150,7 +276,8 @@ class LeaseBase:
         """Record the loss (first reason wins) and run the callbacks once.
 
         ``code`` is the reason as a metric label: ``node_deleted``, ``session_expired``,
-        ``client_stopped`` or ``no_answer``.
+        ``client_stopped``, ``no_answer`` or ``max_hold``. A loss to ``max_hold`` first
+        has our node taken back, so the next waiter does not wait on the callbacks.
         """
         with self._mutex:
             if self._lost_reason is not None or self._ended:
@@ -158,6 +285,11 @@ class LeaseBase:
             self._lost_reason = reason
             callbacks, self._callbacks = self._callbacks, []
             counted, self._counted = self._counted, False
+            cancel, self._cancel_hold_timer = self._cancel_hold_timer, None
+        if cancel is not None:
+            cancel()
+        if code == MAX_HOLD and self._take_back is not None:
+            self._take_back()
         held_for = time.monotonic() - self._granted_at
         _events.lease_lost(self._kind, self._path, held_for, self._token, (reason, code), counted)
         self._wake_waiters()
@@ -196,6 +328,10 @@ class LeaseBase:
             self._ended = True
             self._callbacks.clear()
             counted, self._counted = self._counted, False
+            cancel, self._cancel_hold_timer = self._cancel_hold_timer, None
+            self._revoke_callbacks.clear()
+        if cancel is not None:
+            cancel()  # a released lease's bound never fires on a later holder
         _events.lease_released(self._kind, self._path, time.monotonic() - self._granted_at, counted)
 
 
@@ -309,9 +445,6 @@ class AsyncLease(LeaseBase):
         self._lost_event.set()
 
 
-Cancel = Callable[[], None]
-Scheduler = Callable[[float, Callable[[], None]], Cancel]
-
 NODE_WATCH_DELAY = 0.05
 """Seconds after a grant before the watch on our own node (a getData watch) is set.
 
@@ -355,10 +488,12 @@ class LeaseKeeper:
                 lease._mark_lost("the client was stopped", "client_stopped")
             elif not lease.lost:
                 watch_node(lease.node, on_event)  # a data change: watch again
+                lease._data_changed()  # a revoke request, it can only be
 
         def arm() -> None:
             if not lease.ended and not lease.lost:
                 watch_node(lease.node, on_event)
+                lease._watch_set()
 
         self._schedule(NODE_WATCH_DELAY, arm)
         if self._cancel_timer is None and self._timed_while_connected():

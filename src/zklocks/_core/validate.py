@@ -84,6 +84,19 @@ def permits(value: object) -> int:
     return value
 
 
+def max_hold(value: object) -> float | None:
+    """The longest a lease may be held, in seconds: a finite number > 0, or None (no bound)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidArgument(f"max_hold must be a number of seconds or None, not {value!r}")
+    if not math.isfinite(value) or not 0 < value < FOREVER:
+        raise InvalidArgument(
+            f"max_hold must be a finite number of seconds > 0 (None for no bound), not {value!r}"
+        )
+    return float(value)
+
+
 def identifier(value: object) -> str | None:
     """A contender identifier: printable text, or None for the default host:pid:thread."""
     if value is None:

@@ -12,6 +12,7 @@ import os
 import socket
 import threading
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -20,7 +21,7 @@ from zklocks._core import validate as _validate
 from zklocks._core.errors import AlreadyHeld, NotHeld
 from zklocks._core.flow import AcquireSpec
 from zklocks._core.layouts import ZKLOCKS, Layout, choose
-from zklocks._core.lease import LeaseBase
+from zklocks._core.lease import LeaseBase, Scheduler
 from zklocks._core.security import AclPolicy
 
 _HOST = socket.gethostname()
@@ -38,6 +39,7 @@ class LockConfig:
     identifier: str | None = None
     acl: AclPolicy | None = None  # the client's: None is the open ACL
     layout: Layout = ZKLOCKS  # whose queue it stands in (Curator's, kazoo's or ours)
+    max_hold: float | None = None  # seconds a lease may be held before it is taken back
 
     def spec(self, owner_name: str, deadline: float | None, blocking: bool) -> AcquireSpec:
         """A fresh attempt (new token) for one acquire call."""
@@ -77,6 +79,7 @@ def make_config(
     identifier: object = None,
     acl: AclPolicy | None = None,
     layout: object = "zklocks",
+    max_hold: object = None,
 ) -> LockConfig:
     """Validate everything before any ZooKeeper call."""
     return LockConfig(
@@ -88,6 +91,7 @@ def make_config(
         identifier=_validate.identifier(identifier),
         acl=acl,
         layout=choose(layout, kind, fair=bool(fair)),
+        max_hold=_validate.max_hold(max_hold),
     )
 
 
@@ -216,6 +220,20 @@ class LockCore(Generic[L]):
         """The calling thread's (or task's) lease, or None."""
         holding = self._holdings.get(self._current_owner())
         return None if holding is None else holding.lease
+
+    def _equip(
+        self,
+        lease: L,
+        schedule: Scheduler,
+        take_back: Callable[[], None],
+        look: Callable[[], None],
+    ) -> None:
+        """Give a fresh lease what each front end does its own way: ``look`` reads our
+        node's data for a revoke request, and this lock's ``max_hold`` (if any) makes it
+        lost when it falls, ``take_back`` deleting our node; both apart from every caller."""
+        lease._allow_looks(look)
+        if self._config.max_hold is not None:
+            lease._limit_hold(self._config.max_hold, schedule, take_back)
 
     def _refuse_if_sibling_held(self, owner: object) -> None:
         """``AlreadyHeld`` where this owner would wait on its own node: the other side

@@ -129,6 +129,7 @@ class LockMaker(Generic[LockT, ReadWriteT]):
         reentrant: bool = False,
         identifier: str | None = None,
         layout: str = "zklocks",
+        max_hold: float | None = None,
     ) -> LockT:
         """An exclusive lock on ``path`` (its parents are created as needed).
 
@@ -144,6 +145,11 @@ class LockMaker(Generic[LockT, ReadWriteT]):
         ``"curator"`` / ``"kazoo"`` to share ``path`` with Apache Curator's
         ``InterProcessMutex`` or kazoo's ``Lock`` (docs/interop.md); those have no
         one-node lock.
+        ``max_hold`` (seconds) bounds how long a lease may be held: past it the lease
+        is lost (``lost_reason`` says ``max_hold``, the lost callbacks run) on this
+        client's own clock, connected or not, and our node is deleted so the next
+        waiter is granted. A holder that hangs but keeps its session cannot keep the
+        lock for ever. ``None`` (the default) sets no bound.
 
         Raises ``InvalidPath`` or ``InvalidArgument`` for bad arguments (before any
         ZooKeeper call); it makes no request itself.
@@ -156,6 +162,7 @@ class LockMaker(Generic[LockT, ReadWriteT]):
                 reentrant=reentrant,
                 identifier=identifier,
                 layout=layout,
+                max_hold=max_hold,
             )
         )
 
@@ -166,17 +173,20 @@ class LockMaker(Generic[LockT, ReadWriteT]):
         reentrant: bool = False,
         identifier: str | None = None,
         layout: str = "zklocks",
+        max_hold: float | None = None,
     ) -> ReadWriteT:
         """A read/write lock: ``.read`` is shared, ``.write`` exclusive, one FIFO queue.
 
         ``layout="curator"`` shares ``path`` with Curator's ``InterProcessReadWriteLock``,
         ``layout="kazoo"`` with kazoo's ``ReadLock``/``WriteLock`` (docs/interop.md).
+        ``max_hold`` bounds each lease of either side, as for ``lock``.
         Raises ``InvalidPath`` or ``InvalidArgument`` for bad arguments.
         """
         options: dict[str, Any] = {
             "reentrant": reentrant,
             "identifier": identifier,
             "layout": layout,
+            "max_hold": max_hold,
         }
         return self._new_read_write(
             self._config(path, "read", **options), self._config(path, "write", **options)
@@ -190,6 +200,7 @@ class LockMaker(Generic[LockT, ReadWriteT]):
         reentrant: bool = False,
         identifier: str | None = None,
         layout: str = "zklocks",
+        max_hold: float | None = None,
     ) -> LockT:
         """At most ``permits`` holders at once, granted in FIFO order.
 
@@ -199,7 +210,7 @@ class LockMaker(Generic[LockT, ReadWriteT]):
         ``layout="curator"`` is Curator's ``InterProcessSemaphoreV2`` on ``path``
         (``path/locks`` and ``path/leases``; it cannot see another count, and a waiter
         holds the inner mutex while it waits: docs/interop.md). kazoo's semaphore is not
-        offered: ``InvalidArgument``.
+        offered: ``InvalidArgument``. ``max_hold`` bounds each lease, as for ``lock``.
         """
         return self._new_lock(
             self._config(
@@ -209,6 +220,7 @@ class LockMaker(Generic[LockT, ReadWriteT]):
                 reentrant=reentrant,
                 identifier=identifier,
                 layout=layout,
+                max_hold=max_hold,
             )
         )
 

@@ -54,12 +54,14 @@ from zklocks._protocol.records import (
     GetACL,
     GetChildren,
     GetData,
+    GetSASLRequest,
     Id,
     Multi,
     MultiOp,
     NodeACL,
     NodeData,
     SetData,
+    SetSASLResponse,
     Stat,
     Sync,
 )
@@ -404,6 +406,12 @@ def decode_path(buf: Buffer, offset: int, chroot: str) -> str:
     return from_server(path or "", chroot)
 
 
+def decode_sasl(buf: Buffer, offset: int, chroot: str) -> SetSASLResponse:
+    """SetSASLResponse: the server's next token (a null buffer reads as empty)."""
+    token, _ = read_buffer(buf, offset)
+    return SetSASLResponse(bytes(token))
+
+
 def decode_multi(buf: Buffer, offset: int, chroot: str) -> list[Any]:
     """MultiResponse: a MultiHeader before each result, one with ``done`` at the end."""
     results: list[Any] = []
@@ -562,6 +570,11 @@ def _b_multi(req: Any, chroot: str, watch: bool) -> Plan:
     return Plan(OpCode.MULTI, encode_multi(req.ops, chroot), decode_multi, None)
 
 
+def _b_sasl(req: Any, chroot: str, watch: bool) -> Plan:
+    _no_watch("sasl", watch)
+    return Plan(OpCode.SASL, write_buffer(req.token), decode_sasl, None)
+
+
 _BUILDERS: dict[type, Callable[[Any, str, bool], Plan]] = {
     Create: _b_create,
     Delete: _b_delete,
@@ -574,6 +587,7 @@ _BUILDERS: dict[type, Callable[[Any, str, bool], Plan]] = {
     Sync: _b_sync,
     AddWatch: _b_add_watch,
     Multi: _b_multi,
+    GetSASLRequest: _b_sasl,
 }
 
 __all__ = [
@@ -581,6 +595,7 @@ __all__ = [
     "decode_acl",
     "decode_connect_response",
     "decode_multi",
+    "decode_sasl",
     "decode_watcher_event",
     "encode_auth",
     "encode_connect",

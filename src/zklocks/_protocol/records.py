@@ -12,6 +12,8 @@ does not set has a default that keeps the flows' calls and their bytes as they a
   ``GetData`` (``NodeData``), ``Exists`` (``Stat``, ``None`` when absent), ``GetACL``
   (``NodeACL``).
 * ``Check`` (inside a ``Multi`` only), ``Multi``, ``Sync``, ``AddWatch``.
+* ``GetSASLRequest`` (reply ``SetSASLResponse``): one step of a SASL exchange, named
+  after ZooKeeper's own jute records; the connection runs the exchange.
 
 The flows' requests also say when they may still be sent (``deadline``, ``retry``: read
 by drivers, ignored by the codec). ``Stat`` is ZooKeeper's whole stat, one record for
@@ -244,6 +246,29 @@ MultiResult: TypeAlias = str | Created | Stat | None
 
 
 @dataclass(frozen=True, slots=True)
+class GetSASLRequest:
+    """One client token of a SASL exchange (opcode ``sasl``). Reply: ``SetSASLResponse``.
+
+    Tokens are derived from secrets, so their bytes stay out of the repr.
+    """
+
+    token: bytes
+
+    def __repr__(self) -> str:
+        return f"GetSASLRequest(<{len(self.token)} bytes>)"
+
+
+@dataclass(frozen=True, slots=True)
+class SetSASLResponse:
+    """The server's token in answer to a ``GetSASLRequest`` (empty once it has none)."""
+
+    token: bytes
+
+    def __repr__(self) -> str:
+        return f"SetSASLResponse(<{len(self.token)} bytes>)"
+
+
+@dataclass(frozen=True, slots=True)
 class Id:
     """An ACL identity: ``scheme`` (world, auth, digest, ip, ...) and its ``id``."""
 
@@ -290,6 +315,7 @@ __all__ = [
     "GetACL",
     "GetChildren",
     "GetData",
+    "GetSASLRequest",
     "Id",
     "Multi",
     "MultiOp",
@@ -297,6 +323,7 @@ __all__ = [
     "NodeACL",
     "NodeData",
     "SetData",
+    "SetSASLResponse",
     "Stat",
     "Sync",
     "digest_acl",

@@ -37,6 +37,8 @@ broken from then on (every later ``receive()`` raises) until the next ``connect(
 
 Replies with the reserved xids (ping -2, auth -4, setWatches -8) have FIFOs of their own: the server
 answers auth packets as soon as it reads them, ahead of requests still in its pipeline.
+SASL steps (``GetSASLRequest``) are ordinary numbered requests; the connection sends them
+right after ``Established`` and nothing else until the exchange is complete.
 
 Nothing here reads a clock or touches a socket; time-keeping (ping interval, read
 deadline, send times) is the connection's job.
@@ -466,6 +468,8 @@ class Session:
         if xid == Xid.PING:
             if not self._pings:
                 raise MarshallingError("ping reply without a ping")
+            if err:  # an enforcing server refuses even pings from a session without login
+                return Reply(self._pings.popleft(), False, error_for_code(err))
             return Reply(self._pings.popleft(), True, None)
         if xid == Xid.AUTH:
             if not self._auths:

@@ -11,6 +11,7 @@ from types import TracebackType
 from typing import Any, Protocol
 
 from zklocks._core import events as _events
+from zklocks._core import revoke as _revoke
 from zklocks._core import validate as _validate
 from zklocks._core.errors import ClientClosed, InvalidArgument
 from zklocks._core.events import ConnectionState
@@ -27,6 +28,7 @@ from zklocks._sync.locks import Lock, ReadWriteLock
 from zklocks._sync.session import SyncSession
 from zklocks._sync.transaction import Transaction
 from zklocks._transport import forks
+from zklocks._transport.sasl import SASL, login_of, plain_packets, with_login
 from zklocks._vocabulary import SessionFacts, SessionState
 
 
@@ -55,6 +57,7 @@ def _default_session_factory(
     lease_timing: LeaseTiming = DEFAULT_LEASE_TIMING,
     ssl: SSLContext | None = None,
     auth: Sequence[tuple[str, bytes]] = (),
+    sasl: SASL | None = None,
 ) -> StartableSession:
     from zklocks._sync.native_session import NativeSession
 
@@ -65,6 +68,7 @@ def _default_session_factory(
         lease_timing=lease_timing,
         ssl=ssl,
         auth=auth,
+        sasl=sasl,
     )
 
 
@@ -91,6 +95,9 @@ class Client(LockMaker[Lock, ReadWriteLock]):
     (re)connect; ``acl="creator"`` gives the lock directory and every contender node to
     that identity alone (``"open"``, the default, is ZooKeeper's open ACL; or a list of
     ``zklocks.ACL``); ``ssl=True`` or an ``ssl.SSLContext`` connects over TLS.
+    ``sasl=zklocks.SASL(mechanism="DIGEST-MD5", username=..., password=...)`` logs in
+    with SASL after every (re)connect, before anything else is sent; ``acl="creator"``
+    then gives nodes the ``sasl:<username>`` identity.
     Credentials never appear in a repr, a log line or an error.
 
     Every call blocks the calling thread; inside ``async`` code use ``AsyncClient``
@@ -112,6 +119,7 @@ class Client(LockMaker[Lock, ReadWriteLock]):
         acl: str | Sequence[ACL] = "open",
         ssl: bool | SSLContext | None = None,
         session_factory: SessionFactory | None = None,
+        sasl: SASL | None = None,
     ) -> None:
         if session_factory is None:  # (a factory of its own decides what hosts means)
             _validate.hosts(hosts)  # a bad connect string fails here, not at start()
@@ -122,7 +130,7 @@ class Client(LockMaker[Lock, ReadWriteLock]):
             tick_time=tick_time,
             clock_drift=clock_drift,
             ensemble_lag=ensemble_lag,
-            auth=auth,
+            auth=with_login(auth, sasl),
             acl=acl,
             ssl=ssl,
         )
@@ -132,7 +140,10 @@ class Client(LockMaker[Lock, ReadWriteLock]):
                 "does not model them"
             )
         self._session_factory: SessionFactory = session_factory or functools.partial(
-            _default_session_factory, ssl=self._ssl, auth=self._auth_packets
+            _default_session_factory,
+            ssl=self._ssl,
+            auth=plain_packets(self._credentials),
+            sasl=login_of(self._credentials),
         )
         self._session: SyncSession | None = None
         self._stopped = False
@@ -268,6 +279,18 @@ class Client(LockMaker[Lock, ReadWriteLock]):
         this client's ``acl``. ``InvalidArgument`` if ``guard`` is not a lease.
         """
         return Transaction(self._session_or_raise, guard, self._acl)
+
+    def revoke(self, path: str) -> int:
+        """Ask every current holder of ``path`` to let go; how many were asked.
+
+        Cooperative: a marker is written into each holder's node data (Curator's
+        ``__REVOKE__`` for a Curator-named node) and nothing is deleted; a holder hears it
+        through ``lease.add_revoke_callback`` (or Curator's ``makeRevocable``). Holders of
+        every layout are found, as ``contenders()`` finds them. ``InvalidPath`` for a bad
+        path; ``ClientClosed`` if not started; ``AccessDenied`` if the ACL forbids it.
+        """
+        asked: int = driver.run(_revoke.revoke(_validate.lock_path(path)), self._session_or_raise())
+        return asked
 
     # -- for the lock classes and tools ------------------------------------------------
 

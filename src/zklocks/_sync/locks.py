@@ -7,6 +7,7 @@ this thread hold it". Each thread that acquires is its own contender.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from types import TracebackType
@@ -14,14 +15,17 @@ from typing import Literal, Protocol, overload
 
 from zklocks._core import events as _events
 from zklocks._core import flow as _flow
+from zklocks._core import revoke as _revoke
 from zklocks._core import validate as _validate
 from zklocks._core.contenders import Contender, list_contenders
-from zklocks._core.errors import LockLost
+from zklocks._core.errors import LockError, LockLost
 from zklocks._core.lease import Lease
 from zklocks._core.steps import await_children_change
 from zklocks._frontend.holdings import LockConfig, LockCore
 from zklocks._sync import driver
 from zklocks._sync.session import SyncSession
+
+log = logging.getLogger("zklocks.lock")
 
 
 class LockHost(Protocol):
@@ -111,7 +115,36 @@ class Lock(LockCore[Lease]):
         lease._label(probe.kind, probe.path)
         lease._releaser = self._release_lease
         self._holdings.add(owner, lease)
+        self._equip(
+            lease,
+            session.call_later,
+            lambda: self._take_back(lease, session),
+            lambda: self._look_at(lease, session),
+        )
         return lease
+
+    @staticmethod
+    def _look_at(lease: Lease, session: SyncSession) -> None:
+        """Read our node's data on a thread apart (a watch may call this on the client's
+        event thread) and hand it to the lease, which looks for a revoke request."""
+        session.in_background(
+            lambda: lease._data_seen(driver.run(_revoke.read_data(lease.node), session))
+        )
+
+    def _take_back(self, lease: Lease, session: SyncSession) -> None:
+        """``max_hold`` made ``lease`` lost: delete its node on a thread apart (this runs
+        on the client's event thread), by name and token, so a later holder of the
+        one-node lock is never touched. The holder's own release later finds it gone."""
+
+        def delete() -> None:
+            try:
+                driver.run(_flow.release(lease.node, lease.token), session)
+            except LockError as error:
+                log.warning(
+                    "%s: could not delete %s after max_hold: %s", self.path, lease.node, error
+                )
+
+        session.in_background(delete)
 
     def release(self) -> None:
         """Release the calling thread's hold (``NotHeld`` if it holds none).

@@ -38,6 +38,7 @@ from zklocks._protocol.errors import (
 from zklocks._transport import forks
 from zklocks._transport.adapter import connection_failed, facts_of, reply_of, submit_all
 from zklocks._transport.connection import Connection
+from zklocks._transport.sasl import SASL
 from zklocks._vocabulary import SessionState, StateListener, Watcher, WatchEvent, WatchKind
 
 T = TypeVar("T")
@@ -206,6 +207,7 @@ class NativeSession:
         lease_timing: LeaseTiming = DEFAULT_LEASE_TIMING,
         ssl: _ssl.SSLContext | None = None,
         auth: Sequence[tuple[str, bytes]] = (),
+        sasl: SASL | None = None,
     ) -> None:
         # ``connect_timeout`` bounds the whole start; each attempt gets a share of it
         # (the connection's own per-attempt bound), so a frozen member costs a fraction.
@@ -216,6 +218,7 @@ class NativeSession:
             clock_drift=lease_timing.clock_drift,
             ssl=ssl,
             auth=auth,
+            sasl=sasl,
         )
         self._connection.thread_writes = True  # callers write their own requests
         self._connect_timeout = connect_timeout
@@ -448,7 +451,9 @@ class NativeSession:
         return self._connection.add_state_listener(fn)
 
     def _track_connected(self, state: SessionState) -> None:
-        if state is SessionState.CONNECTED:
+        # set: calls go ahead (a closed connection, e.g. a login refused on reconnect,
+        # answers them ClientClosedError at once instead of at their deadline)
+        if state in (SessionState.CONNECTED, SessionState.CLOSED):
             self._connected.set()
         else:
             self._connected.clear()

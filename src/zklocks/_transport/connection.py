@@ -34,8 +34,10 @@ that needs a clock, a socket or a callback:
   that accepts TCP and never answers cannot use it all. A connection that died young
   is followed by a capped, jittered, doubling backoff (a broken server must not cost a
   reconnect per round trip). On the new connection the session is resumed
-  with its id, password and last zxid; then auth is re-sent and every watch restored
-  with setWatches before the queue is flushed.
+  with its id, password and last zxid; then (with ``sasl=``) the SASL exchange runs to
+  completion, auth is re-sent and every watch restored with setWatches before the queue
+  is flushed. A SASL login the server refuses, or a server that requires one we do not
+  make (``enforce.auth.enabled``), ends the connection for good: retrying cannot help.
 * **Expiry.** The session is LOST when a server says so during the handshake, or when
   a full session timeout has passed since the last answered request was sent without a
   connection coming back (the server must have expired it by then: it cannot have heard
@@ -77,6 +79,7 @@ from zklocks._protocol.errors import (
     ConnectionFailedError,
     ConnectionLossError,
     MarshallingError,
+    SessionClosedRequireSaslAuthError,
     SessionExpiredError,
     ZooKeeperError,
 )
@@ -89,9 +92,11 @@ from zklocks._protocol.records import (
     Exists,
     GetChildren,
     GetData,
+    GetSASLRequest,
     Multi,
     MultiOp,
     SetData,
+    SetSASLResponse,
     Stat,
     Sync,
 )
@@ -106,6 +111,7 @@ from zklocks._protocol.session import (
 from zklocks._transport import diagnose as _diagnose
 from zklocks._transport import forks as _forks
 from zklocks._transport import lease_rule as _lease_rule
+from zklocks._transport.sasl import SASL, SaslFailed
 from zklocks._transport.server_conf import learn_timing
 from zklocks._vocabulary import SessionState, StateListener, Watcher, WatchEvent, WatchKind
 
@@ -122,6 +128,11 @@ _ENDS = {SessionState.LOST: WatchKind.SESSION_LOST, SessionState.CLOSED: WatchKi
 
 log = logging.getLogger("zklocks.connection")
 
+# how a refused SASL step is named to people (ZooKeeper's own code names)
+_REFUSALS: dict[type[BaseException], str] = {
+    AuthFailedError: "AUTH_FAILED",
+    SessionClosedRequireSaslAuthError: "SESSION_CLOSED_REQUIRE_SASL_AUTH",
+}
 _CLOSE_REPLY_TIMEOUT = 2.0  # how long close() waits for the closeSession answer
 _BACKOFF_MIN = 0.02
 _BACKOFF_MAX = 1.0
@@ -199,6 +210,7 @@ class Connection:
         session_timeout: float = 10.0,
         ssl: _ssl.SSLContext | None = None,
         auth: Sequence[tuple[str, bytes]] = (),
+        sasl: SASL | None = None,
         connect_timeout: float | None = None,
         randomize_hosts: bool = True,
         max_request_size: int = DEFAULT_MAX_BUFFER,
@@ -210,6 +222,7 @@ class Connection:
             random.shuffle(addresses)
         self._addresses = addresses
         self._ssl = ssl
+        self._sasl = sasl
         self._connect_timeout = connect_timeout
         self._session = Session(
             timeout_ms=int(session_timeout * 1000),
@@ -716,6 +729,13 @@ class Connection:
                 if last is None or sent > last:
                     self.last_answered_sent = sent
                 self._rule.answered(sent, self._last_recv, event.through_leader)
+                if not event.ok and isinstance(event.value, SessionClosedRequireSaslAuthError):
+                    if future is not None and not future.done():
+                        future.set_exception(event.value)
+                    if self._sasl is None:  # (a login's own refusal is _sasl_login's)
+                        self._end_for_good(wire, self._auth_required())
+                        return
+                    continue
                 if future is None:
                     if not event.ok and isinstance(event.value, AuthFailedError):
                         # Credentials it accepted before are refused now: like the Java
@@ -804,14 +824,20 @@ class Connection:
             self._started.set_result(None)
         while not self._closing:
             wire = self._wire
-            assert wire is not None
+            if wire is None:
+                return  # ended for good (refused); close() is under way
             # not `await wire.lost`: cancelling this task must not cancel that future
             await asyncio.wait((wire.lost,))
             if self._closing:
                 return
             self._disconnected(wire)
             await self._back_off()
-            await self._establish(None)
+            try:
+                await self._establish(None)
+            except ConnectionFailedError as exc:  # a refused SASL login: for good
+                log.error("%s; closing", exc)
+                self._closer = self._loop_or_running().create_task(self.close())
+                return
 
     async def _back_off(self) -> None:
         """After a drop: reconnect at once if the connection had lived, else wait.
@@ -1054,6 +1080,68 @@ class Connection:
             refused=True,
         )
 
+    def _auth_required(self) -> ConnectionFailedError:
+        host = self.last_host or "?"
+        return ConnectionFailedError(
+            f"ZooKeeper at {host} requires authentication (enforce.auth.enabled) and closed "
+            "the session: log in with SASL, sasl=zklocks.SASL(mechanism='DIGEST-MD5', "
+            "username=..., password=...) (CLI: --sasl-user and --sasl-password-file)",
+            hosts=(host,),
+            reasons=(f"{host} requires authentication: a SASL login (enforce.auth.enabled)",),
+            refused=True,
+        )
+
+    def _end_for_good(self, wire: _Wire, error: ConnectionFailedError) -> None:
+        """The server refused us in a way no retry can fix: fail start() (or log), close."""
+        starting = self._started is not None and not self._started.done()
+        log.log(logging.INFO if starting else logging.ERROR, "%s", error)  # start() raises it
+        self._refuse_start(error)
+        self._drop_refused(wire)
+        self._closer = self._loop_or_running().create_task(self.close())
+
+    async def _sasl_login(self, wire: _Wire, host: str, port: int) -> None:
+        """Run the SASL exchange on a fresh connection, before anything else is sent.
+
+        Each token goes out as a ``GetSASLRequest`` and the server's answer is fed back to
+        the mechanism until it is complete. A refusal (AUTH_FAILED, or the enforcing
+        server's SESSIONCLOSEDREQUIRESASLAUTH) raises ``SaslFailed``; a hang-up mid-way is
+        an ordinary ``ConnectionLossError`` (the server may be going down).
+        """
+        sasl = self._sasl
+        assert sasl is not None and wire.transport is not None
+        mechanism = sasl.mechanism_for(host)
+        loop = self._loop_or_running()
+        try:
+            token = mechanism.first()
+            while True:
+                answer: asyncio.Future[Any] = loop.create_future()
+                now = time.monotonic()
+                with self._send_lock:
+                    frame = self._session.request(GetSASLRequest(token), (answer, now), None)
+                    wire.transport.write(frame)
+                self._last_send = now
+                await asyncio.wait((answer, wire.lost), return_when=asyncio.FIRST_COMPLETED)
+                if not answer.done():
+                    answer.cancel()
+                    raise ConnectionLossError("the server hung up during the SASL exchange")
+                error = answer.exception()
+                if error is not None:
+                    raise SaslFailed(
+                        f"SASL authentication failed: {host}:{port} refused the "
+                        f"{sasl.mechanism} login of {sasl.username!r} "
+                        f"({_REFUSALS.get(type(error), type(error).__name__)}); check the "
+                        "user and password"
+                    )
+                reply = answer.result()
+                assert isinstance(reply, SetSASLResponse)
+                if mechanism.complete:  # that was our last token (GSSAPI): accepted
+                    return
+                token = mechanism.answer(reply.token)
+                if mechanism.complete and not token:  # nothing left to say (DIGEST-MD5)
+                    return
+        finally:
+            mechanism.dispose()
+
     def _drop_refused(self, wire: _Wire) -> None:
         """After AUTH_FAILED the server ends the session: fail what is in flight, hang up
         (close() then has no closeSession to send)."""
@@ -1117,6 +1205,14 @@ class Connection:
             started = time.monotonic()
             try:
                 event = await asyncio.wait_for(self._handshake(wire, host, port), timeout)
+            except SaslFailed as exc:
+                self._abandon(wire)
+                with self._send_lock:
+                    self._session.disconnect()
+                name = f"{host}:{port}"
+                raise ConnectionFailedError(
+                    str(exc), hosts=(name,), reasons=(str(exc),), refused=True
+                ) from None
             except (OSError, asyncio.TimeoutError, ZooKeeperError) as exc:
                 log.debug("could not connect to %s:%s: %r", host, port, exc)
                 self._abandon(wire)
@@ -1196,6 +1292,8 @@ class Connection:
             wire.transport.write(self._session.connect())
         self._last_send = sent
         event = await wire.handshake
+        if isinstance(event, Established) and self._sasl is not None:
+            await self._sasl_login(wire, host, port)
         if isinstance(event, Established):
             # the handshake is an answered request: the server heard us no earlier
             self.last_answered_sent = sent

@@ -57,6 +57,11 @@ def main(argv: Sequence[str] | None = None, *, decide: DecideFn | None = None) -
         help="whose queue the contenders stand in (a peer's: mutex and rw scenarios only)",
     )
     parser.add_argument(
+        "--operations",
+        action="store_true",
+        help="leases bounded by max_hold, and revokes in the fault plans",
+    )
+    parser.add_argument(
         "--strict", action="store_true", help="fail on known, already reported issues too"
     )
     args = parser.parse_args(argv)
@@ -64,7 +69,7 @@ def main(argv: Sequence[str] | None = None, *, decide: DecideFn | None = None) -
     unknown = set(families) - set(FAMILIES + MORE_FAMILIES)
     if unknown:
         parser.error(f"unknown families {sorted(unknown)}; choose from {FAMILIES + MORE_FAMILIES}")
-    options = Options(families=families, layout=args.layout)
+    options = Options(families=families, layout=args.layout, operations=args.operations)
     if args.seed is not None:
         return _replay(args.seed, args.plan, args.trace, options, decide)
     known = () if args.strict else KNOWN_ISSUES

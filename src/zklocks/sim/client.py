@@ -217,6 +217,8 @@ class SimClient:
         # events, and the clock rule's timer while cut off
         self.timers: list[Timer] = []
         self.pending_watches: list[tuple[str, Watcher]] = []  # sent on reconnect
+        self.pending_looks: list[Lease] = []  # leases' looks at their node, on reconnect
+        self.hold: Sleep | None = None  # the hold under way, which letting go cuts short
         self.keeper = LeaseKeeper(lambda: self.facts, self.schedule)
         self._program = self.program()
 
@@ -253,6 +255,9 @@ class SimClient:
             pending, self.pending_watches = self.pending_watches, []
             for path, watcher in pending:
                 self.watch_node(path, watcher)
+            looks, self.pending_looks = self.pending_looks, []
+            for lease in looks:
+                self.look(lease)
             if isinstance(self.action, AwaitConnection):
                 self.resume(CONNECTED)
             return
@@ -280,6 +285,21 @@ class SimClient:
             self.watches.add_data(path, watcher)
         elif isinstance(reply, NoNodeError):
             watcher(WatchEvent(WatchKind.DELETED, path))
+
+    def look(self, lease: Lease) -> None:
+        """A lease's look at its node's data (for a revoke request): a getData, sent once
+        connected; its reply answers ``_data_seen``."""
+        if not self.connected:
+            self.pending_looks.append(lease)
+            return
+        reply = self.sim.model.get_data(self.session_id, lease.node)
+        lease._data_seen(reply.data if isinstance(reply, NodeData) else None)
+
+    def let_go_early(self) -> None:
+        """Asked to let go (a revoke), or bound by ``max_hold``: the hold ends now, and the
+        program's release gives the node back (by name and token, as ``_take_back``)."""
+        if self.hold is not None:
+            self.hold.until = min(self.hold.until, self.sim.now)
 
     def schedule(self, delay: float, fn: Callable[[], None]) -> Callable[[], None]:
         """The ``LeaseKeeper``'s timer, on the virtual clock."""
@@ -322,8 +342,8 @@ class SimClient:
             acquired = yield from self.acquire(spec, cycle)
             if acquired is None:
                 continue
-            holding = self.grant(spec, acquired)
-            yield Sleep(sim.now + cycle.hold)
+            holding = self.grant(spec, acquired, cycle)
+            yield from self.hold_for(cycle.hold)
             yield from self.give_up(holding)
 
     def multi_program(self) -> Generator[Action, Any, None]:
@@ -339,11 +359,18 @@ class SimClient:
                 acquired = yield from self.acquire(given[index], cycle)
                 if acquired is None:
                     break
-                taken.append(self.grant(given[index], acquired))
+                taken.append(self.grant(given[index], acquired, cycle))
             if len(taken) == len(given):
-                yield Sleep(sim.now + cycle.hold)
+                yield from self.hold_for(cycle.hold)
             for holding in reversed(taken):
                 yield from self.give_up(holding)
+
+    def hold_for(self, seconds: float) -> Generator[Action, Any, None]:
+        self.hold = Sleep(self.sim.now + seconds)
+        try:
+            yield self.hold
+        finally:
+            self.hold = None
 
     def give_up(self, holding: Holding) -> Generator[Action, Any, None]:
         """Release one holding, as ``Lock._give_up`` does."""
@@ -401,14 +428,20 @@ class SimClient:
             return None
         return acquired
 
-    def grant(self, spec: _flow.AcquireSpec, acquired: _flow.Acquired) -> Holding:
-        """What ``Lock._acquire`` does with a grant: a lease, watched by the keeper."""
+    def grant(self, spec: _flow.AcquireSpec, acquired: _flow.Acquired, cycle: Cycle) -> Holding:
+        """What ``Lock._acquire`` does with a grant: a lease, watched by the keeper; with
+        operations, listening for revokes and bounded by the cycle's ``max_hold``."""
         sim = self.sim
         lease = Lease(acquired.node, acquired.token, self.facts, acquired.owner)
         holding = Holding(
             self.index, spec.kind, acquired.node, acquired.token, self.session_id, lease, sim.now
         )
         self.keeper.track(lease, self.watch_node)
+        if sim.scenario.operations:
+            lease._allow_looks(lambda: self.look(lease))
+            lease.add_revoke_callback(lambda _lease: self.let_go_early())
+            if cycle.max_hold is not None:
+                lease._limit_hold(cycle.max_hold, self.schedule, self.let_go_early)
         if self.holding is None:
             self.holding = holding
         else:  # multi: a further part

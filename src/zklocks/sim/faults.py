@@ -14,7 +14,8 @@ Text form (``format_plan`` / ``parse_plan``), faults separated by ``;``::
 
     drop:client=1,request=4,applied=1,outage=0.3; pause:client=0,at=0.2,duration=4.0
 
-``delete:client=2,at=0.4`` is another client deleting client 2's contender node.
+``delete:client=2,at=0.4`` is another client deleting client 2's contender node;
+``revoke:at=0.3`` an operator asking the lock's holders to let go (``zklocks revoke``).
 """
 
 from __future__ import annotations
@@ -107,6 +108,15 @@ class DeleteNode:
     at: float
 
 
+@dataclass(frozen=True, slots=True)
+class Revoke:
+    """At ``at`` an operator asks every holder of the lock path to let go (the revoke
+    flow, ``zklocks._core.revoke``, on a session of its own). Drawn only for scenarios
+    with operations (``scenario_for(operations=True)``)."""
+
+    at: float
+
+
 Fault: TypeAlias = (
     DropRequest
     | ExpireSession
@@ -116,6 +126,7 @@ Fault: TypeAlias = (
     | Interrupt
     | SweepContainers
     | DeleteNode
+    | Revoke
 )
 FaultPlan: TypeAlias = tuple[Fault, ...]
 
@@ -128,6 +139,7 @@ _KINDS: dict[str, type[Fault]] = {
     "interrupt": Interrupt,
     "sweep": SweepContainers,
     "delete": DeleteNode,
+    "revoke": Revoke,
 }
 _NAMES = {cls: name for name, cls in _KINDS.items()}
 
@@ -207,6 +219,11 @@ def random_plan(
     if rng.random() < DELETE_NODE_SHARE:
         plan.append(DeleteNode(rng.randrange(clients), _r(rng.uniform(0.0, horizon))))
     return tuple(plan)
+
+
+def operator_plan(rng: random.Random, *, horizon: float) -> FaultPlan:
+    """One or two revokes, for a scenario with operations (on top of its other faults)."""
+    return tuple(Revoke(_r(rng.uniform(0.0, horizon))) for _ in range(rng.choice((1, 1, 2))))
 
 
 DELETE_NODE_SHARE = 0.25

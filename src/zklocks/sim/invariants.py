@@ -41,6 +41,15 @@ When a holder releases
     its lease already says lost: the clock rule (``LeaseKeeper`` timer, ``Lease.check``)
     must not lag the server.
 
+With operations (``max_hold`` and revokes)
+  * **The bound is kept**: a running holder whose ``max_hold`` has passed already sees
+    its lease lost (its timer is not still due).
+  * **A revoke only asks**: it deletes no node, and every holder it found carries the
+    request in its node's data afterwards.
+  * **A revoke is heard**: a holder whose node carries a request and who is connected,
+    running, with nothing on its way (notifications, a look, the deferred watch) has
+    heard it (and let go early, in the simulated program).
+
 At quiescence (nothing can ever happen again)
   * every client finished its script: none waits for ever (missed wake-up, deadlock);
   * no contender node is left under the lock path (no orphan).
@@ -53,6 +62,7 @@ from typing import Protocol
 from zklocks._core import dialects as _dialects
 from zklocks._core import layouts as _layouts
 from zklocks._core import nodes as _nodes
+from zklocks._core import revoke as _revoke
 from zklocks._core.flow import AcquireSpec
 from zklocks._core.strategies import Granted
 from zklocks.sim.client import Holding, SimClient
@@ -113,6 +123,8 @@ class Checker:
 
     def after_step(self) -> None:
         sim = self.sim
+        if self.scenario.operations:
+            self._check_operations()
         live = []
         for client in sim.clients:
             holding = client.holding
@@ -197,6 +209,57 @@ class Checker:
                 f"missed wake-up: {client} may hold {me.name} but sleeps on "
                 f"{[p.rsplit('/', 1)[1] for p in client.awaiting]}, which all still exist; "
                 f"the line is {[n.name for n in line]}"
+            )
+
+    # -- operations -----------------------------------------------------------------------
+
+    def _check_operations(self) -> None:
+        now = self.sim.now
+        nodes = self.sim.model.nodes
+        for client in self.sim.clients:
+            if client.paused_until > now or client.holding is None:
+                continue
+            quiet = not (client.inbox or client.pending_watches or client.pending_looks)
+            timer = client.next_timer()
+            settled = quiet and timer is None
+            for held in (client.holding, *client.others):
+                lease = held.lease
+                if lease.ended or lease._lost_reason is not None:
+                    continue
+                bound = lease._hold_deadline
+                if bound is not None and now >= bound and (timer is None or timer.due > now):
+                    raise Violation(
+                        f"{client} still holds {held.node} past its max_hold (due at "
+                        f"{bound:.4f}, now {now:.4f}): the bound's timer did not fire"
+                    )
+                node = nodes.get(held.node)
+                asked = (
+                    node is not None and node.czxid == held.token and _revoke.is_request(node.data)
+                )
+                if asked and settled and client.connected and not lease._revoked:
+                    raise Violation(
+                        f"{client} was asked to let go of {held.node} and nothing is on "
+                        "its way to it, yet its lease has not heard (a missed revoke)"
+                    )
+
+    def after_revoke(self, before: set[str], asked: int) -> None:
+        """A revoke asks: it deletes nothing, and each holder now carries the request."""
+        path = self.scenario.path
+        gone = before - set(self.sim.model.children_of(path))
+        if gone:
+            raise Violation(
+                f"a revoke deleted {sorted(gone)}: a revoke only asks holders to let go"
+            )
+        line = self.queue()
+        holders = [n for n in line if isinstance(self.rules.decide(n, line), Granted)]
+        unasked = [
+            n.name
+            for n in holders
+            if not _revoke.is_request(self.sim.model.nodes[f"{path}/{n.name}"].data)
+        ]
+        if unasked or asked != len(holders):
+            raise Violation(
+                f"a revoke asked {asked} of {len(holders)} holders; not asked: {unasked}"
             )
 
     # -- when an acquire ends -------------------------------------------------------------

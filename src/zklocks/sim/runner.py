@@ -20,8 +20,9 @@ from dataclasses import dataclass, field
 from zklocks._core import nodes as _nodes
 from zklocks._core.strategies import Rules
 from zklocks.sim.client import AcquireFn, Outcome
-from zklocks.sim.faults import FaultPlan, format_plan, random_plan
+from zklocks.sim.faults import FaultPlan, format_plan, operator_plan, random_plan
 from zklocks.sim.invariants import Violation
+from zklocks.sim.operator import RevokeFn
 from zklocks.sim.scenario import FAMILIES, scenario_for
 from zklocks.sim.scheduler import DecideFn, Simulation
 
@@ -34,11 +35,13 @@ class Options:
 
     ``families``: the lock kinds scenarios are drawn from (a seed's scenario depends on
     it, so a replay must use the same). ``layout``: whose queue the contenders stand in
-    (``zklocks._core.layouts``): ours, Curator's or kazoo's.
+    (``zklocks._core.layouts``): ours, Curator's or kazoo's. ``operations``: what an
+    operator does too: leases bounded by ``max_hold`` and revokes in the fault plans.
     """
 
     families: tuple[str, ...] = FAMILIES
     layout: str = "zklocks"
+    operations: bool = False
 
     def command_line(self) -> str:
         words = ""
@@ -46,6 +49,8 @@ class Options:
             words += f" --families {','.join(self.families)}"
         if self.layout != "zklocks":
             words += f" --layout {self.layout}"
+        if self.operations:
+            words += " --operations"
         return words
 
 
@@ -187,14 +192,19 @@ class ExploreStats:
 
 def plan_for(seed: int, options: Options = DEFAULT) -> FaultPlan:
     """The fault plan a seed draws when none is given."""
-    scenario = scenario_for(seed, families=options.families, layout=options.layout)
+    scenario = scenario_for(
+        seed, families=options.families, layout=options.layout, operations=options.operations
+    )
     rng = random.Random(seed * 4 + 1)
-    return random_plan(
+    plan = random_plan(
         rng,
         clients=len(scenario.clients),
         session_timeout=min(c.session_timeout for c in scenario.clients),
         horizon=scenario.horizon,
     )
+    if options.operations:  # drawn apart: the seed's other faults stay as they were
+        plan += operator_plan(random.Random(f"operator-{seed}"), horizon=scenario.horizon)
+    return plan
 
 
 def replay(
@@ -205,18 +215,20 @@ def replay(
     trace: bool = False,
     options: Options = DEFAULT,
     acquire: AcquireFn | None = None,
+    revoke: RevokeFn | None = None,
 ) -> RunResult:
     """Run one schedule exactly as ``seed`` and ``plan`` say; ``SimulationFailure`` if bad.
 
-    ``decide`` and ``acquire`` replace the strategy or the acquire flow (to plant a bug).
+    ``decide``, ``acquire`` and ``revoke`` replace the strategy, the acquire flow or the
+    revoke flow (to plant a bug).
     """
     try:
-        return _run(seed, plan, decide, trace, options, acquire)
+        return _run(seed, plan, decide, trace, options, acquire, revoke)
     except Violation as violation:
         traced = getattr(violation, "trace", None)
         if traced is None:  # run it again, tracing, for the failure's message
             try:
-                _run(seed, plan, decide, True, options, acquire)
+                _run(seed, plan, decide, True, options, acquire, revoke)
             except Violation as again:
                 if str(again) != str(violation):
                     raise AssertionError(
@@ -238,10 +250,13 @@ def run(
     trace: bool = False,
     options: Options = DEFAULT,
     acquire: AcquireFn | None = None,
+    revoke: RevokeFn | None = None,
 ) -> RunResult:
     """One schedule with the fault plan the seed draws."""
     plan = plan_for(seed, options)
-    return replay(seed, plan, decide=decide, trace=trace, options=options, acquire=acquire)
+    return replay(
+        seed, plan, decide=decide, trace=trace, options=options, acquire=acquire, revoke=revoke
+    )
 
 
 def _run(
@@ -251,6 +266,7 @@ def _run(
     trace: bool,
     options: Options,
     acquire: AcquireFn | None = None,
+    revoke: RevokeFn | None = None,
 ) -> RunResult:
     rules = None if decide is None else Rules.everywhere("planted", decide, _nodes.KINDS)
     sim = Simulation(
@@ -261,6 +277,8 @@ def _run(
         acquire=acquire,
         rules=rules,
         layout=options.layout,
+        operations=options.operations,
+        revoke=revoke,
     )
     try:
         sim.run()
@@ -288,13 +306,14 @@ def shrink(
     decide: DecideFn | None = None,
     options: Options = DEFAULT,
     acquire: AcquireFn | None = None,
+    revoke: RevokeFn | None = None,
 ) -> FaultPlan:
     """A smallest sub-plan (dropping faults one at a time) that still fails the same way.
 
     "The same way": the violation's kind (its text up to the first colon) is unchanged.
     """
     try:
-        _run(seed, plan, decide, False, options, acquire)
+        _run(seed, plan, decide, False, options, acquire, revoke)
     except Violation as violation:
         kind = _kind(str(violation))
     else:
@@ -306,7 +325,7 @@ def shrink(
         for index in range(len(current)):
             candidate = current[:index] + current[index + 1 :]
             try:
-                _run(seed, candidate, decide, False, options, acquire)
+                _run(seed, candidate, decide, False, options, acquire, revoke)
             except Violation as violation:
                 if _kind(str(violation)) == kind:
                     current = candidate
@@ -327,6 +346,7 @@ def explore(
     known: Sequence[KnownIssue] = (),
     shrink_failures: bool = True,
     acquire: AcquireFn | None = None,
+    revoke: RevokeFn | None = None,
 ) -> ExploreStats:
     """Run every seed; the first failure raises ``SimulationFailure`` (plan shrunk).
 
@@ -337,7 +357,7 @@ def explore(
     for seed in seeds:
         plan = plan_for(seed, options)
         try:
-            result = _run(seed, plan, decide, False, options, acquire)
+            result = _run(seed, plan, decide, False, options, acquire, revoke)
         except Violation as violation:
             family = getattr(violation, "family", "")
             issue = next((k for k in known if k.matches(family, str(violation))), None)
@@ -347,12 +367,12 @@ def explore(
                 stats.known_seeds.setdefault(issue.name, seed)
                 continue
             small = (
-                shrink(seed, plan, decide=decide, options=options, acquire=acquire)
+                shrink(seed, plan, decide=decide, options=options, acquire=acquire, revoke=revoke)
                 if shrink_failures
                 else plan
             )
             try:
-                replay(seed, small, decide=decide, options=options, acquire=acquire)
+                replay(seed, small, decide=decide, options=options, acquire=acquire, revoke=revoke)
             except SimulationFailure as failure:
                 raise SimulationFailure(
                     seed,

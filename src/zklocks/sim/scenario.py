@@ -46,6 +46,7 @@ class Cycle:
     think: float  # seconds before the acquire call
     fair: bool = True  # False: the one-node lock (family single, or a mixed scenario)
     given: tuple[int, ...] = ()  # multi: the order the locks are given in (indices of paths)
+    max_hold: float | None = None  # operations: the lease's bound (``max_hold=``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +65,7 @@ class Scenario:
     shuffle_children: bool  # getChildren answers in a shuffled order, as a HashSet would
     paths: tuple[str, ...] = ()  # multi: every lock path (``path`` is the first)
     layout: str = "zklocks"  # whose queue every contender stands in
+    operations: bool = False  # holders listen for revokes; some leases have a max_hold
 
     @property
     def lock_paths(self) -> tuple[str, ...]:
@@ -83,10 +85,16 @@ class Scenario:
 
 
 def scenario_for(
-    seed: int, *, families: tuple[str, ...] = FAMILIES, layout: str = "zklocks"
+    seed: int,
+    *,
+    families: tuple[str, ...] = FAMILIES,
+    layout: str = "zklocks",
+    operations: bool = False,
 ) -> Scenario:
     """The scenario of a seed (``families`` narrows the lock kinds drawn; a peer's
-    ``layout`` keeps only its ``LAYOUT_FAMILIES``)."""
+    ``layout`` keeps only its ``LAYOUT_FAMILIES``; ``operations`` gives about half the
+    cycles a ``max_hold`` shorter than some holds, drawn apart so every other draw of
+    the seed stays as it was)."""
     if layout != "zklocks":
         families = tuple(f for f in families if f in LAYOUT_FAMILIES[layout]) or ("mutex",)
     rng = random.Random(seed * 4)
@@ -108,6 +116,8 @@ def scenario_for(
         if only_mixed or rng.random() < MIXED_SHARE:
             family = "mixed"
             clients = _mix(rng, clients)
+    if operations and family not in MORE_FAMILIES:
+        clients = _bound_holds(random.Random(f"operations-{seed}"), clients)
     return Scenario(
         family=family,
         path=LOCK_PATH,
@@ -117,7 +127,21 @@ def scenario_for(
         shuffle_children=shuffle_children,
         paths=MULTI_PATHS if family == "multi" else (),
         layout=layout,
+        operations=operations,
     )
+
+
+def _bound_holds(rng: random.Random, clients: list[ClientScript]) -> list[ClientScript]:
+    bounded = []
+    for script in clients:
+        cycles = tuple(
+            dataclasses.replace(cycle, max_hold=round(rng.uniform(0.02, 0.4), 3))
+            if rng.random() < 0.5
+            else cycle
+            for cycle in script.cycles
+        )
+        bounded.append(dataclasses.replace(script, cycles=cycles))
+    return bounded
 
 
 def _mix(rng: random.Random, clients: list[ClientScript]) -> list[ClientScript]:

@@ -28,6 +28,12 @@ Leases: a grant becomes a ``Lease`` watched by the client's own ``LeaseKeeper`` 
 both real clients use), with its timer on the virtual clock; a release ends the lease
 and runs the release flow, as ``Lock._give_up`` does.
 
+Operations (``operations=True``): a cycle may bound its lease with ``max_hold``; when the
+bound falls, the lease is lost and the holder's program gives its node back at once (the
+release flow, by name and token, as the real clients' ``_take_back`` runs it). A
+``Revoke`` fault is an operator running the revoke flow in one step
+(``zklocks.sim.operator``); holders listen, and a holder asked lets go early.
+
 Determinism: the scenario, the fault plan, the schedule and the attempt tokens each come
 from their own ``random.Random`` seeded from the seed; nothing reads the wall clock or
 iterates a set of strings. ``replay(seed, plan)`` therefore repeats a run exactly.
@@ -42,6 +48,7 @@ from typing import Any, TypeAlias
 from zklocks._core import flow as _flow
 from zklocks._core import layouts as _layouts
 from zklocks._core import nodes as _nodes
+from zklocks._core import revoke as _revoke
 from zklocks._core.ops import TIMED_OUT, Create, Exists, GetData, Reply, Request, Stat, Wake
 from zklocks._core.steps import ancestors
 from zklocks._core.strategies import Decision, Rules
@@ -68,10 +75,12 @@ from zklocks.sim.faults import (
     Interrupt,
     Pause,
     ReorderWatch,
+    Revoke,
     SweepContainers,
 )
 from zklocks.sim.invariants import Checker, Violation
 from zklocks.sim.model import Model
+from zklocks.sim.operator import RevokeFn, operate
 from zklocks.sim.scenario import FAMILIES, Cycle, Scenario, scenario_for
 
 STEP = 0.002  # the clock moves up to this much between two steps (virtual seconds)
@@ -96,15 +105,20 @@ class Simulation:
         acquire: AcquireFn | None = None,
         rules: Rules | None = None,
         layout: str = "zklocks",
+        operations: bool = False,
+        revoke: RevokeFn | None = None,
     ) -> None:
         self.seed = seed
         self.plan = plan
         self.acquire_flow: AcquireFn = acquire or _flow.acquire
+        self.revoke_flow: RevokeFn = revoke or _revoke.revoke
         # Whose queue every contender stands in, and the rules it decides by: the
         # layout's, or a test's (to plant a bug); passed to the flow in each spec.
         chosen = _layouts.LAYOUTS[layout]
         self.layout = chosen if rules is None else chosen.with_rules(rules)
-        self.scenario: Scenario = scenario_for(seed, families=families, layout=layout)
+        self.scenario: Scenario = scenario_for(
+            seed, families=families, layout=layout, operations=operations
+        )
         self.rng = random.Random(seed * 4 + 2)
         self.tokens = random.Random(seed * 4 + 3)
         self.model = Model()
@@ -125,7 +139,9 @@ class Simulation:
         self.reorders = {(f.client, f.event): f for f in plan if isinstance(f, ReorderWatch)}
         self.interrupts = {(f.client, f.op): f for f in plan if isinstance(f, Interrupt)}
         timed = [
-            f for f in plan if isinstance(f, ExpireSession | Pause | SweepContainers | DeleteNode)
+            f
+            for f in plan
+            if isinstance(f, ExpireSession | Pause | SweepContainers | DeleteNode | Revoke)
         ]
         self.timed = sorted(timed, key=lambda f: f.at)
         count = len(self.scenario.clients)
@@ -181,7 +197,9 @@ class Simulation:
         if model.outbox:
             self.route()
 
-    def apply_timed(self, fault: ExpireSession | Pause | SweepContainers | DeleteNode) -> None:
+    def apply_timed(
+        self, fault: ExpireSession | Pause | SweepContainers | DeleteNode | Revoke
+    ) -> None:
         if isinstance(fault, ExpireSession):
             client = self.clients[fault.client]
             if self.model.expire(client.session_id):
@@ -190,6 +208,8 @@ class Simulation:
                 self.session_ended(client.session_id, "expired by the plan")
         elif isinstance(fault, DeleteNode):
             self.delete_node(fault)
+        elif isinstance(fault, Revoke):
+            self.revoke(fault)
         elif isinstance(fault, Pause):
             client = self.clients[fault.client]
             self.fired(fault)
@@ -228,6 +248,19 @@ class Simulation:
             self.force_deleted.add((holding.node, holding.token))
         if self.trace is not None:
             self.note(client, f"another client deleted its node {short(path)}")
+
+    def revoke(self, fault: Revoke) -> None:
+        """An operator asks the holders of the lock path to let go (``zklocks revoke``)."""
+        if not self.model.alive(self.operator):
+            self.operator = self.model.open_session(1e9).id
+        path = self.scenario.path
+        before = set(self.model.children_of(path))
+        asked = operate(self.model, self.operator, self.revoke_flow(path))
+        self.fired(fault)
+        self.checker.after_revoke(before, asked)
+        if self.trace is not None:
+            self.note(None, f"an operator asked {asked} holder(s) to let go")
+        self.route()
 
     def after_release_of_deleted(self, released: Holding) -> None:
         """A one-node holder whose node the plan deleted released before it knew: its
