@@ -9,10 +9,12 @@ The site is built here as ``make docs`` builds it, and read by headless Chromium
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -41,26 +43,42 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 
 def rendered(page: Path, *flags: str, settle_ms: int = 3000) -> str:
-    """The page's DOM after Chromium loaded it from file:// and ran its scripts."""
+    """The page's DOM after Chromium loaded it from file:// and ran its scripts.
+
+    Headless Chromium with a virtual-time budget now and then never exits (about one run
+    in six of the harness below, on a loaded machine; the page itself is static). That is
+    the browser's hang, not the site's: such a run is killed, with every process Chromium
+    started, and tried again, at most three times in all."""
     chromium = shutil.which("chromium")
     assert chromium is not None, "chromium is missing: scripts/ensure-system-deps.sh chromium"
-    done = subprocess.run(
-        [
-            chromium,
-            "--headless",
-            "--no-sandbox",  # as root in a container
-            "--disable-gpu",
-            f"--virtual-time-budget={settle_ms}",  # let the page's scripts settle
-            *flags,
-            "--dump-dom",
-            page.as_uri(),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
-    return done.stdout
+    command = [
+        chromium,
+        "--headless",
+        "--no-sandbox",  # as root in a container
+        "--disable-gpu",
+        f"--virtual-time-budget={settle_ms}",  # let the page's scripts settle
+        *flags,
+        "--dump-dom",
+        page.as_uri(),
+    ]
+    for _attempt in range(3):
+        browser = subprocess.Popen(
+            command,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            start_new_session=True,  # its renderers too, for the kill below
+        )
+        try:
+            out, _ = browser.communicate(timeout=40)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(browser.pid, signal.SIGKILL)
+            browser.communicate()
+            continue
+        assert browser.returncode == 0, f"chromium exited with {browser.returncode}"
+        return out
+    raise AssertionError("headless Chromium hung three times in a row (40 s each)")
 
 
 def nav_targets(dom: str) -> set[str]:
@@ -140,6 +158,7 @@ frame.src = pages[0];
 </script></body></html>"""
 
 
+@pytest.mark.timeout(150)  # room for a retried Chromium hang (see rendered)
 def test_code_is_not_clipped_and_table_identifiers_are_not_broken(site: Path) -> None:
     pages = sorted(p.name for p in site.glob("*.html") if p.name != "404.html")
     harness = site / "measure.html"
