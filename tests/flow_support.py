@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Generator
 from typing import Any
 
-from zklocks._core.flow import AcquireSpec
+from zklocks._core.flow import AcquireSpec, Flow
 from zklocks._core.ops import TIMED_OUT, Created, NodeData, Pipeline, Stat, Wait, inline_cleanups
 from zklocks._core.steps import Gone
 from zklocks._protocol.errors import ClientClosedError, SessionExpiredError
@@ -82,3 +82,29 @@ def watched(op: Any) -> tuple[str, ...]:
     """The nodes a watch-setting pipeline watches."""
     assert isinstance(op, Pipeline) and op.watch, op
     return tuple(request.path for request in op.requests)
+
+
+def wrapped_flow(flow: Flow, rewrite: Any) -> Flow:
+    """Run ``flow``; ``rewrite(op, (last op, its reply))`` may answer ``op`` itself (a
+    generator returning the reply) or return None to send it as it is: how the
+    simulator's tests plant a bug into the real flows."""
+    last: tuple[Any, Any] = (None, None)
+    try:
+        op = next(flow)
+    except StopIteration as stop:
+        return stop.value
+    while True:
+        try:
+            answer = rewrite(op, last)
+            reply = (yield from answer) if answer is not None else (yield op)
+        except BaseException as exc:
+            try:
+                op = flow.throw(exc)
+            except StopIteration as stop:
+                return stop.value
+            continue
+        last = (op, reply)
+        try:
+            op = flow.send(reply)
+        except StopIteration as stop:
+            return stop.value

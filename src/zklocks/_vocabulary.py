@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
+    "DEFAULT_CLOCK_DRIFT",
     "SessionFacts",
     "SessionState",
     "StateListener",
@@ -68,6 +69,12 @@ StateListener = Callable[[SessionState], Any]
 
 def _never() -> bool:
     return False
+
+
+# A lease takes this share of the session timeout off for clocks that run at different
+# rates: our clock and the leader's may differ in rate by 1 %. Read by the transport's
+# lease rule and by the option's validation, so it is said once, here.
+DEFAULT_CLOCK_DRIFT = 0.01
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,7 +11,7 @@ import pytest
 from contract_support import WakeProbe
 
 import zklocks
-from helpers import expire_session
+from helpers import close_session, expire_session
 from zklocks._core.ops import Wait
 from zklocks._sync import driver
 from zklocks._vocabulary import WatchKind
@@ -83,6 +83,55 @@ class SimBackend(Backend):
 
     def close_inspector(self, inspector: Any) -> None:
         inspector.stop()
+
+
+class AsyncBackend:
+    """Where an asyncio contract case runs: the real ZooKeeper, or the simulator's model."""
+
+    name = "zookeeper"
+
+    def __init__(self, hosts: str) -> None:
+        from zklocks._asyncio.session import AsyncSession
+
+        self.hosts = hosts
+        self.session_class: type = AsyncSession  # what a case patches to count round trips
+
+    def client(self, **options: Any) -> zklocks.AsyncClient:
+        """A client, not started."""
+        return zklocks.AsyncClient(self.hosts, **options)
+
+    def expire(self, client: zklocks.AsyncClient) -> None:
+        """End the client's session from outside (blocking: its loop stands still)."""
+        session: Any = client._session_or_raise()
+        close_session(self.hosts, *session.credentials())
+
+
+class AsyncSimBackend(AsyncBackend):
+    name = "sim"
+
+    def __init__(self) -> None:
+        from zklocks.sim import AsyncSimSession, SimServer
+
+        self.hosts = "sim:contract"
+        self.server = SimServer()
+        self.session_class = AsyncSimSession
+
+    def client(self, **options: Any) -> zklocks.AsyncClient:
+        from zklocks.sim import async_session_factory
+
+        factory = async_session_factory(self.server)
+        return zklocks.AsyncClient(self.hosts, session_factory=factory, **options)
+
+    def expire(self, client: zklocks.AsyncClient) -> None:
+        assert self.server.expire_session(client._session_or_raise().session_id())
+
+
+@pytest.fixture(params=["zookeeper", "sim"])
+def async_backend(request: pytest.FixtureRequest) -> AsyncBackend:
+    """The async contract runs on both, as the sync one does."""
+    if request.param == "sim":
+        return AsyncSimBackend()
+    return AsyncBackend(request.getfixturevalue("zk_server").hosts)
 
 
 @pytest.fixture(params=["zookeeper", "sim"])

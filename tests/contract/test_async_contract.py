@@ -1,4 +1,5 @@
-"""The lock contract for ``AsyncClient`` on a real ZooKeeper: each task is a contender.
+"""The lock contract for ``AsyncClient``: each task is a contender. Every case runs on a
+real ZooKeeper and on the simulator's model (``zklocks.sim.async_session_factory``).
 
 Every case runs for every lock kind; cancellation is injected at every await point of
 an acquire (each request's round trip and the wait), and must leave no node and no task.
@@ -14,9 +15,8 @@ from typing import Any
 import pytest
 
 import zklocks
-from helpers import close_session
+from conftest import AsyncBackend
 from zklocks._asyncio import driver
-from zklocks._asyncio.session import AsyncSession
 from zklocks._core.ops import Wait
 from zklocks._vocabulary import WatchKind
 
@@ -67,7 +67,7 @@ def probe(monkeypatch: pytest.MonkeyPatch) -> AsyncProbe:
     found = AsyncProbe()
     original = driver.execute
 
-    async def counted(op: Any, session: AsyncSession, inbox: Any) -> Any:
+    async def counted(op: Any, session: Any, inbox: Any) -> Any:
         if not isinstance(op, Wait):
             return await original(op, session, inbox)
         found.entered += 1
@@ -82,9 +82,9 @@ def probe(monkeypatch: pytest.MonkeyPatch) -> AsyncProbe:
 
 
 @pytest.mark.parametrize("kind", ALL)
-def test_acquire_release_and_tokens(kind: str, hosts: str, lock_path: str) -> None:
+def test_acquire_release_and_tokens(kind: str, async_backend: AsyncBackend, lock_path: str) -> None:
     async def scenario() -> None:
-        async with zklocks.AsyncClient(hosts) as client:
+        async with async_backend.client() as client:
             lock = KINDS[kind](client, lock_path)
             tokens = []
             for _ in range(3):
@@ -99,9 +99,9 @@ def test_acquire_release_and_tokens(kind: str, hosts: str, lock_path: str) -> No
 
 
 @pytest.mark.parametrize("kind", ["fair", "unfair", "write", "semaphore", "election"])
-def test_tasks_exclude_each_other(kind: str, hosts: str, lock_path: str) -> None:
+def test_tasks_exclude_each_other(kind: str, async_backend: AsyncBackend, lock_path: str) -> None:
     async def scenario() -> None:
-        async with zklocks.AsyncClient(hosts) as client:
+        async with async_backend.client() as client:
             lock = KINDS[kind](client, lock_path)
             inside = most = 0
 
@@ -122,12 +122,12 @@ def test_tasks_exclude_each_other(kind: str, hosts: str, lock_path: str) -> None
 
 @pytest.mark.parametrize("kind", QUEUED_EXCLUSIVE)
 def test_fifo_and_one_wake_up_per_release(
-    kind: str, hosts: str, lock_path: str, probe: AsyncProbe
+    kind: str, async_backend: AsyncBackend, lock_path: str, probe: AsyncProbe
 ) -> None:
     wakeups = probe.wakeups
 
     async def scenario() -> None:
-        async with zklocks.AsyncClient(hosts) as client:
+        async with async_backend.client() as client:
             lock = KINDS[kind](client, lock_path)
             await lock.acquire()
             order: list[int] = []
@@ -159,9 +159,11 @@ def test_fifo_and_one_wake_up_per_release(
 
 
 @pytest.mark.parametrize("kind", ALL)
-def test_timeout_try_acquire_and_no_node_left(kind: str, hosts: str, lock_path: str) -> None:
+def test_timeout_try_acquire_and_no_node_left(
+    kind: str, async_backend: AsyncBackend, lock_path: str
+) -> None:
     async def scenario() -> None:
-        async with zklocks.AsyncClient(hosts) as holder, zklocks.AsyncClient(hosts) as client:
+        async with async_backend.client() as holder, async_backend.client() as client:
             held = await KINDS[blocker(kind)](holder, lock_path).acquire()
             lock = KINDS[kind](client, lock_path)
             started = time.monotonic()
@@ -175,9 +177,11 @@ def test_timeout_try_acquire_and_no_node_left(kind: str, hosts: str, lock_path: 
 
 
 @pytest.mark.parametrize("kind", ALL)
-def test_already_held_reentrant_and_not_held(kind: str, hosts: str, lock_path: str) -> None:
+def test_already_held_reentrant_and_not_held(
+    kind: str, async_backend: AsyncBackend, lock_path: str
+) -> None:
     async def scenario() -> None:
-        async with zklocks.AsyncClient(hosts) as client:
+        async with async_backend.client() as client:
             lock = KINDS[kind](client, lock_path)
             with pytest.raises(zklocks.NotHeld):
                 await lock.release()
@@ -207,11 +211,11 @@ def test_already_held_reentrant_and_not_held(kind: str, hosts: str, lock_path: s
 
 
 @pytest.mark.parametrize("kind", ALL)
-def test_closed_client_fails_fast(kind: str, hosts: str, lock_path: str) -> None:
+def test_closed_client_fails_fast(kind: str, async_backend: AsyncBackend, lock_path: str) -> None:
     async def scenario() -> None:
         with pytest.raises(zklocks.ClientClosed):
-            await KINDS[kind](zklocks.AsyncClient(hosts), lock_path).acquire()
-        client = await zklocks.AsyncClient(hosts).start()
+            await KINDS[kind](async_backend.client(), lock_path).acquire()
+        client = await async_backend.client().start()
         lock = KINDS[kind](client, lock_path)
         await client.stop()
         with pytest.raises(zklocks.ClientClosed):
@@ -239,14 +243,14 @@ async def cancel_variants(lock: zklocks.AsyncLock, how: str) -> None:
 @pytest.mark.parametrize("how", ["cancel", "wait_for", "asyncio.timeout"])
 @pytest.mark.parametrize("kind", ALL)
 def test_cancelling_a_waiter_deletes_its_node(
-    kind: str, how: str, hosts: str, lock_path: str
+    kind: str, how: str, async_backend: AsyncBackend, lock_path: str
 ) -> None:
     if how == "asyncio.timeout" and not hasattr(asyncio, "timeout"):
         pytest.fail("asyncio.timeout needs Python 3.11")
 
     async def scenario() -> None:
         before = asyncio.all_tasks()
-        async with zklocks.AsyncClient(hosts) as holder, zklocks.AsyncClient(hosts) as client:
+        async with async_backend.client() as holder, async_backend.client() as client:
             held = await KINDS[blocker(kind)](holder, lock_path).acquire()
             lock = KINDS[kind](client, lock_path)
             await cancel_variants(lock, how)
@@ -259,13 +263,14 @@ def test_cancelling_a_waiter_deletes_its_node(
 
 @pytest.mark.parametrize("kind", ALL)
 def test_cancel_at_every_await_point_leaves_nothing(
-    kind: str, hosts: str, lock_path: str, monkeypatch: pytest.MonkeyPatch
+    kind: str, async_backend: AsyncBackend, lock_path: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Cancel the acquiring task during its k-th round trip, for every k it makes."""
-    original = AsyncSession.call
+    session_class = async_backend.session_class
+    original = session_class.call
     calls: dict[str, Any] = {"count": 0, "cancel_at": -1, "task": None, "waiting": None}
 
-    async def call(self: AsyncSession, *args: Any, **kwargs: Any) -> Any:
+    async def call(self: Any, *args: Any, **kwargs: Any) -> Any:
         task = asyncio.current_task()
         if task is not calls["task"]:
             return await original(self, *args, **kwargs)
@@ -279,11 +284,11 @@ def test_cancel_at_every_await_point_leaves_nothing(
             calls["waiting"].set()
         return await pending
 
-    monkeypatch.setattr(AsyncSession, "call", call)
+    monkeypatch.setattr(session_class, "call", call)
 
     async def attempt(cancel_at: int) -> bool:
         """True if the cancel was delivered during acquire."""
-        async with zklocks.AsyncClient(hosts) as holder, zklocks.AsyncClient(hosts) as client:
+        async with async_backend.client() as holder, async_backend.client() as client:
             blocking = KINDS[blocker(kind)](holder, lock_path)
             holding, let_go = asyncio.Event(), asyncio.Event()
 
@@ -338,17 +343,18 @@ def test_cancel_at_every_await_point_leaves_nothing(
 
 
 @pytest.mark.parametrize("kind", ALL)
-def test_expired_session_marks_the_lease_lost(kind: str, hosts: str, lock_path: str) -> None:
+def test_expired_session_marks_the_lease_lost(
+    kind: str, async_backend: AsyncBackend, lock_path: str
+) -> None:
     async def scenario() -> None:
-        async with zklocks.AsyncClient(hosts) as client, zklocks.AsyncClient(hosts) as other:
+        async with async_backend.client() as client, async_backend.client() as other:
             lock = KINDS[kind](client, lock_path)
             told = asyncio.Event()
             with pytest.raises(zklocks.LockLost):
                 async with lock as lease:
                     lease.add_lost_callback(lambda _lease: told.set())
-                    session = client._session_or_raise()
                     # blocking calls: our loop (and so our client) stands still meanwhile
-                    close_session(hosts, *session.credentials())
+                    async_backend.expire(client)
                     assert await lease.wait_lost(20)
                     assert told.is_set() and not lock.held
             later = await KINDS[kind](other, lock_path).acquire(timeout=20)
@@ -358,13 +364,13 @@ def test_expired_session_marks_the_lease_lost(kind: str, hosts: str, lock_path: 
 
 
 def test_a_thousand_waiting_tasks_need_no_threads(
-    hosts: str, lock_path: str, probe: AsyncProbe
+    async_backend: AsyncBackend, lock_path: str, probe: AsyncProbe
 ) -> None:
     """Many waiters cost watches and objects, never threads."""
     import threading
 
     async def scenario() -> None:
-        async with zklocks.AsyncClient(hosts) as client:
+        async with async_backend.client() as client:
             lock = client.lock(lock_path)
             await lock.acquire()
             threads_before = threading.active_count()

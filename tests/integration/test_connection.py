@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 import pytest
 from kazoo.client import KazooClient
 
-from connection_support import WAIT, States, Watched, until
+from connection_support import WAIT, Connection, States, Watched, until
 from zklocks._core import ops as _ops
 from zklocks._core.ops import Created, NodeData
 from zklocks._protocol.constants import CreateMode
@@ -35,7 +35,6 @@ from zklocks._protocol.errors import (
     UnimplementedError,
 )
 from zklocks._protocol.records import Check, Children, Create, Delete, GetChildren, SetData, Stat
-from zklocks._transport.connection import Connection
 from zklocks._vocabulary import SessionState, WatchEvent, WatchKind
 from zklocks.server import ZooKeeperServer
 
@@ -82,7 +81,7 @@ def test_start_negotiates_and_close_leaves_nothing_behind(zk_server: ZooKeeperSe
         assert asyncio.all_tasks() == tasks_before
         assert open_fds() == fds_before
         assert threading.active_count() == threads_before
-        assert conn._timer is None
+        assert conn._liveness.timer is None
 
     run(main())
 
@@ -484,8 +483,12 @@ def test_close_during_start_stops_it_cleanly() -> None:
         try:
             conn = Connection(f"127.0.0.1:{port}", session_timeout=30.0)
             starting = asyncio.ensure_future(conn.start())
-            await until(lambda: conn._attempt is not None and conn._attempt.transport is not None)
-            attempt = conn._attempt
+            await until(
+                lambda: (
+                    conn._opener.attempt is not None and conn._opener.attempt.transport is not None
+                )
+            )
+            attempt = conn._opener.attempt
             assert attempt is not None and attempt.transport is not None
             client_socket = attempt.transport.get_extra_info("socket")
             assert client_socket.fileno() >= 0

@@ -18,9 +18,9 @@ import pytest
 from nemesis.proxy import Proxy
 
 import zklocks
+from connection_support import Connection, transport_of
 from tls_support import TLSSetup
 from zklocks._protocol.errors import ConnectionFailedError
-from zklocks._transport.connection import Connection
 from zklocks._vocabulary import SessionState
 from zklocks.server import ZooKeeperServer
 
@@ -192,7 +192,7 @@ def test_reconnect_and_session_resumption_over_tls_keep_the_lease(
                     assert states == [SessionState.SUSPENDED, SessionState.CONNECTED]
                     assert session.session_id == session_id  # resumed, not a new session
                     assert proxy.accepted >= 2
-                    transport = session._transport
+                    transport = transport_of(session)
                     assert transport is not None
                     assert transport.get_extra_info("ssl_object") is not None
                     assert not lease.lost
@@ -219,7 +219,7 @@ def test_tls_session_resumes_over_tls_after_a_server_crash(tls: TLSSetup) -> Non
             conn.add_state_listener(on_state)
             await conn.start(timeout=10.0)
             try:
-                transport = conn._transport
+                transport = transport_of(conn)
                 assert transport is not None
                 assert transport.get_extra_info("ssl_object").version().startswith("TLS")
                 created = await conn.create("/tls", b"secret", ephemeral=True)

@@ -116,11 +116,11 @@ def test_sync_client_inherited_across_fork_refuses_at_once_and_leaves_the_parent
         wait_for_watch(zk_server, session_id, lease.node)
         before = received_on(zk_server, session_id)
         session: Any = client._session
-        last_send = session._connection._last_send
+        last_send = session._connection._liveness.last_send
         # the child's copies of what the parent's session runs on (private, for the test)
         inherited = {
-            "socket": session._connection._wire.transport.get_extra_info("socket").fileno(),
-            "direct socket": session._connection._direct.fileno(),
+            "socket": session._connection._out.wire.transport.get_extra_info("socket").fileno(),
+            "direct socket": session._connection._writer.socket.fileno(),
             "epoll": session._loop._selector.fileno(),
         }
 
@@ -171,7 +171,7 @@ def test_sync_client_inherited_across_fork_refuses_at_once_and_leaves_the_parent
 
         # Nothing reached the server on the parent's connection, and the parent sent
         # nothing itself meanwhile (so the count is the child's doing, if it moved).
-        assert session._connection._last_send == last_send
+        assert session._connection._liveness.last_send == last_send
         assert received_on(zk_server, session_id) == before
         # The parent: same session, still connected, still holding with the same token.
         assert states == [] and client.connected

@@ -18,7 +18,7 @@ from kazoo.client import KazooClient
 from nemesis.proxy import Proxy
 
 from broken_server import StrayReplyRelay
-from connection_support import WAIT, States, Watched, until
+from connection_support import WAIT, Connection, States, Watched, until
 from zklocks._core import ops as _ops
 from zklocks._protocol.errors import (
     ConnectionLossError,
@@ -27,7 +27,6 @@ from zklocks._protocol.errors import (
     SessionExpiredError,
 )
 from zklocks._protocol.records import digest_acl
-from zklocks._transport.connection import Connection
 from zklocks._vocabulary import SessionState, WatchEvent, WatchKind
 from zklocks.server import ZooKeeperEnsemble, ZooKeeperServer
 

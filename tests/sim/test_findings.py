@@ -79,3 +79,27 @@ def test_an_interrupt_during_the_cleanup_delete_still_deletes_our_node() -> None
         213,
         "interrupt:client=2,op=3,sent=0",  # op=2 while a wait was one operation
     )
+
+
+def test_a_late_end_of_an_older_session_does_not_make_a_waiter_leave_its_node() -> None:
+    """c0 (Curator's semaphore) waits on a lease with a watch set in its first session,
+    which expires; it starts over in a new session and waits again. The old watch's
+    ``SESSION_LOST`` reaches the inbox only then: taken for the end of the new session,
+    it made c0 start over again and leave its live lease node behind."""
+    plan = "expire:client=0,at=0.542; drop:client=3,request=7,applied=1,outage=0.222"
+    check("late session end", 15640, plan, Options(layout="curator"))
+
+
+def test_a_late_deletion_of_an_earlier_one_node_lock_grants_no_queued_waiter() -> None:
+    """c0 (a fair lock) waits on c1's one-node ``lock`` and times out; c1 takes ``lock``
+    again; c0 waits on it anew. The deletion event of the first ``lock`` arrives late,
+    on the same name: taken as a takeover, c0 held beside c1."""
+    check("late lock deletion", 96020, "delay:client=0,event=0,delay=0.245")
+
+
+def test_curators_semaphore_never_waits_for_a_lease_beside_the_mutex_holder() -> None:
+    """c2 holds the mutex; its session expires while its lease's create is retried; the
+    lease node is made in the new session, without the mutex, and waits beside the new
+    mutex holder's: with one permit, both wait for ever."""
+    plan = "drop:client=2,request=8,applied=1,outage=0.768"
+    check("stray lease", 57567, plan, Options(layout="curator", families=("semaphore",)))

@@ -257,6 +257,7 @@ def test_session_expiry_while_waiting_starts_over() -> None:
     s = Stepper(acquire(spec()))
     s.expect(Pipeline, (created(mine(2)), [theirs(1), mine(2)]))
     s.wait(SessionExpiredError())
+    s.expect(SessionId, SESSION + 1)  # the driver has a new session: ours ended
     s.expect(Pipeline, (created(mine(5), czxid=300), [mine(5)]))
     assert s.done and s.result == Acquired(f"{PATH}/{mine(5)}", 300, SESSION)
 

@@ -141,6 +141,7 @@ def test_semaphore_v2_whose_lease_goes_while_waiting_starts_over_from_the_mutex(
     lease, held = ours(7, "lease-"), curators(6, "lease-")
     s.expect(Pipeline, (made(f"{PATH}/leases/{lease}", 8), [held, lease]))
     s.wait(SessionExpiredError())  # the session (and both nodes) went
+    s.expect(SessionId, SESSION + 1)  # a new session: it was the lease node's
     gone = s.expect(Delete, SessionExpiredError())
     assert gone.path == f"{PATH}/locks/{ours(0)}"
     op = s.expect(Pipeline, (made(f"{PATH}/locks/{ours(9)}", 12), [curators(8), ours(9)]))

@@ -16,6 +16,7 @@ from zklocks._protocol.constants import OpCode
 from zklocks._protocol.jute import write_string
 from zklocks._protocol.records import ACL as WireACL
 from zklocks._protocol.records import Id, digest_id
+from zklocks._transport import diagnose as _diagnose
 
 SECRET = "pa55:word"  # a ':' in a password is allowed (split on the first one)
 
@@ -137,7 +138,7 @@ def _tls_alert(reason: str) -> ssl.SSLError:
     ],
 )
 def test_a_refused_tls_handshake_names_the_missing_client_certificate(reason: str) -> None:
-    message = _security.connect_failure_reason(_tls_alert(reason))
+    message = _diagnose.connect_failure_reason(_tls_alert(reason))
     assert message is not None
     assert reason in message
     assert "client certificate" in message
@@ -146,8 +147,8 @@ def test_a_refused_tls_handshake_names_the_missing_client_certificate(reason: st
 
 
 def test_other_tls_failures_say_what_they_are() -> None:
-    plain = _security.connect_failure_reason(_tls_alert("WRONG_VERSION_NUMBER"))
+    plain = _diagnose.connect_failure_reason(_tls_alert("WRONG_VERSION_NUMBER"))
     assert plain is not None and "plaintext" in plain and "ssl=" in plain
-    other = _security.connect_failure_reason(_tls_alert("TLSV1_ALERT_PROTOCOL_VERSION"))
+    other = _diagnose.connect_failure_reason(_tls_alert("TLSV1_ALERT_PROTOCOL_VERSION"))
     assert other == "TLS handshake failed (TLSV1_ALERT_PROTOCOL_VERSION)"
-    assert _security.connect_failure_reason(ConnectionRefusedError()) is None
+    assert _diagnose.connect_failure_reason(ConnectionRefusedError()) is None

@@ -21,71 +21,53 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
 from typing import Any
 
-from zklocks._asyncio.session import AsyncSession
+from zklocks._asyncio.carrier import AsyncCarrier
+from zklocks._core import ops
 from zklocks._core.errors import ClientClosed
 from zklocks._core.flow import Flow
-from zklocks._core.ops import (
-    TIMED_OUT,
-    Cleanup,
-    Op,
-    Pipeline,
-    Reply,
-    SessionId,
-    Wait,
-    Wake,
-    too_late,
-)
+from zklocks._frontend.operations import Finished, Operation, Stepper
 from zklocks._vocabulary import WatchEvent
 
 log = logging.getLogger("zklocks.lock")
 
 
-async def run(flow: Flow, session: AsyncSession) -> Any:
-    """Drive ``flow`` to its end and return its value (or raise what it raises)."""
-    inbox = Inbox()
-    step: Callable[[Any], Op] = flow.send
-    value: Any = None
-    cleaning_up = False
-    while True:
+async def run(flow: Flow | Operation[Any], session: AsyncCarrier | None = None) -> Any:
+    """Drive ``flow`` to its end and return its value (or raise what it raises).
+
+    An operation (``zklocks._frontend.operations``) names its session with ``Use``."""
+    stepper = Stepper(flow, session, Inbox)
+    while not isinstance(op := stepper.next(), Finished):
         try:
-            op = step(value)
-        except StopIteration as stop:
-            return stop.value
-        # The flow has the reply now. Holding it here while the next operation waits
-        # would keep e.g. a thousand-name listing alive per waiter.
-        value = None
-        try:
-            if cleaning_up and not isinstance(op, Cleanup):  # a Cleanup runs apart anyway
-                value = await asyncio.shield(execute(op, session, inbox))
+            reply = execute(op, stepper.session, stepper.inbox)
+            if stepper.interrupted and not isinstance(op, ops.Cleanup):  # one runs apart anyway
+                stepper.send(await asyncio.shield(reply))
             else:
-                value = await execute(op, session, inbox)
-            step = flow.send
+                stepper.send(await reply)
         except BaseException as exc:  # cancelled or interrupted: the flow cleans up
-            cleaning_up = True
-            value, step = exc, flow.throw
+            stepper.throw(exc)
+    return op.value
 
 
-async def execute(op: Op, session: AsyncSession, inbox: Inbox) -> Reply:
+async def execute(op: ops.Op, session: AsyncCarrier, inbox: Inbox) -> ops.Reply:
     """One operation's reply."""
-    early = too_late(op, time.monotonic())
+    early = ops.too_late(op, time.monotonic())
     if early is not None:
         return early
-    if isinstance(op, Pipeline):
+    if isinstance(op, ops.Pipeline):
         watcher = inbox.put if op.watch else None
         return tuple(await session.call(op.requests, op.deadline, watcher))
-    if isinstance(op, Wait):
+    if isinstance(op, ops.Wait):
         return await inbox.take(op.deadline)
-    if isinstance(op, SessionId):
+    if isinstance(op, ops.SessionId):
         return session.session_id()
-    if isinstance(op, Cleanup):
+    if isinstance(op, ops.Cleanup):
         return await clean_up(op, session)
     return (await session.call((op,), op.deadline))[0]
 
 
-async def clean_up(op: Cleanup, session: AsyncSession) -> Reply:
+async def clean_up(op: ops.Cleanup, session: AsyncCarrier) -> ops.Reply:
     """Run the cleanup steps apart from the caller; await them until ``op.deadline``."""
     task = session.in_background(run(op.steps, session))
     remaining = None if op.deadline is None else max(op.deadline - time.monotonic(), 0.0)
@@ -119,17 +101,17 @@ class Inbox:
         if self._ready is not None:
             self._ready.set()
 
-    async def take(self, deadline: float | None) -> tuple[WatchEvent, ...] | Wake:
+    async def take(self, deadline: float | None) -> tuple[WatchEvent, ...] | ops.Wake:
         """The events that fired since the last take, waiting for one until ``deadline``."""
         if not self._events:
             ready = self._ready = self._ready or asyncio.Event()
             ready.clear()
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
-                return TIMED_OUT
+                return ops.TIMED_OUT
             try:
                 await asyncio.wait_for(ready.wait(), remaining)
             except asyncio.TimeoutError:
-                return TIMED_OUT
+                return ops.TIMED_OUT
         taken, self._events = tuple(self._events), []
         return taken

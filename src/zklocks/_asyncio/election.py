@@ -6,19 +6,17 @@ while campaigning or taking a multi-lock deletes what was made, then propagates.
 
 from __future__ import annotations
 
-import asyncio
-import time
 from collections.abc import AsyncIterator, Iterable
-from types import TracebackType
 
 from zklocks._asyncio import driver
-from zklocks._asyncio.locks import AsyncLock
-from zklocks._core import election as _election
-from zklocks._core import multilock as _multilock
+from zklocks._asyncio.locks import AsyncLock, _current_task
 from zklocks._core import validate as _validate
 from zklocks._core.contenders import Contender
-from zklocks._core.errors import ClientClosed, LockLost, NotHeld
+from zklocks._core.errors import NotHeld
 from zklocks._core.lease import AsyncLease
+from zklocks._frontend import operations
+from zklocks._frontend.multi import MultiLockCore
+from zklocks._frontend.operations import Ended
 
 
 class AsyncElection(AsyncLock):
@@ -43,8 +41,7 @@ class AsyncElection(AsyncLock):
 
     async def leader(self) -> Contender | None:
         """Who leads now, as any client sees it (None: nobody)."""
-        session = self._client._session_or_raise()
-        leader: Contender | None = await driver.run(_election.read_leader(self.path), session)
+        leader: Contender | None = await driver.run(operations.leader(self))
         return leader
 
     async def observe(self, timeout: float | None = None) -> AsyncIterator[Contender | None]:
@@ -53,116 +50,35 @@ class AsyncElection(AsyncLock):
         One watch at a time, never polling; ends when the client stops or ``timeout``
         seconds pass without a change.
         """
-        timeout = _validate.timeout(timeout)
-        shown: Contender | None = None
-        first = True
+        seen = operations.Observation(self.path, _validate.timeout(timeout))
         while True:
-            try:
-                leader = await self.leader()
-            except ClientClosed:
+            leader = await driver.run(operations.observe_step(self, seen))
+            if isinstance(leader, Ended):
                 return
-            if first or not _election.same_leader(leader, shown):
-                first = False
-                shown = leader
-                yield leader
-            deadline = None if timeout is None else time.monotonic() + timeout
-            try:
-                if not await self._await_change(leader, deadline):
-                    return
-            except ClientClosed:
-                return
-
-    async def _await_change(self, leader: Contender | None, deadline: float | None) -> bool:
-        """Wait for the leader's node to go (or, with no leader, for a candidate)."""
-        flow = _election.await_change(self.path, None if leader is None else leader.node, deadline)
-        changed: bool = await driver.run(flow, self._client._session_or_raise())
-        return changed
+            yield leader
 
 
-class AsyncMultiLock:
+class AsyncMultiLock(MultiLockCore[AsyncLock, AsyncLease]):
     """Several asyncio locks held as one: all or nothing, one global order, one deadline."""
 
     def __init__(self, locks: Iterable[AsyncLock]) -> None:
-        self._parts: tuple[AsyncLock, ...] = _multilock.check_parts(locks, AsyncLock)
-        self._order = _multilock.global_order(self._parts)
-
-    def __repr__(self) -> str:
-        return f"<AsyncMultiLock {', '.join(f'{p.kind} {p.path}' for p in self._parts)}>"
-
-    @property
-    def locks(self) -> tuple[AsyncLock, ...]:
-        return self._parts
-
-    @property
-    def held(self) -> bool:
-        """Does the current task hold every part, with no lease lost?"""
-        return all(part.held for part in self._parts)
-
-    @property
-    def leases(self) -> list[AsyncLease] | None:
-        """The current task's leases in the order given, or None if it holds none."""
-        leases = [part.lease for part in self._parts]
-        if any(lease is None for lease in leases):
-            return None
-        return [lease for lease in leases if lease is not None]
+        super().__init__(locks, AsyncLock)
 
     async def acquire(self, timeout: float | None = None) -> list[AsyncLease]:
         """Take every lock in the global order before ``timeout``; on any way out
         (``LockTimeout``, error, cancel) release what was taken, then raise."""
+        task = _current_task()
         timeout = _validate.timeout(timeout)
-        deadline = None if timeout is None else time.monotonic() + timeout
-        taken: list[AsyncLock] = []
-        leases: dict[int, AsyncLease] = {}
-        try:
-            for index in self._order:
-                part = self._parts[index]
-                wait = _multilock.remaining(deadline, time.monotonic())
-                leases[index] = await part.acquire(wait)
-                taken.append(part)
-        except BaseException as exc:
-            interruption = await _release_all(reversed(taken))
-            if isinstance(interruption, asyncio.CancelledError) and interruption is not exc:
-                raise interruption from exc  # a cancel during cleanup is never swallowed
-            raise
-        result = [leases[index] for index in range(len(self._parts))]
-        _multilock.share_fate(result)
-        return result
+        operation = operations.acquire_all(self, task, task.get_name(), timeout)
+        leases: list[AsyncLease] = await driver.run(operation)
+        return leases
 
     async def release(self) -> None:
         """Release every part the current task holds (``NotHeld`` if it holds none)."""
-        held = [self._parts[i] for i in reversed(self._order) if self._parts[i].lease]
-        if not held:
-            raise NotHeld(f"this task does not hold {self!r}")
-        interruption = await _release_all(held)
-        if interruption is not None:
-            raise interruption
+        await driver.run(operations.release_held(self, _current_task()))
 
     async def __aenter__(self) -> list[AsyncLease]:
         return await self.acquire()
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        leases = self.leases or []
-        await self.release()
-        lost = [lease for lease in leases if lease.lost]
-        if exc is None and lost:
-            raise LockLost(f"{self!r}: a lease was lost while held ({lost[0].lost_reason})")
-
-
-async def _release_all(parts: Iterable[AsyncLock]) -> BaseException | None:
-    """Release each part even if a cancel lands meanwhile; return the first interruption.
-
-    Each release runs in the current task (it is the owner) and finishes its delete even
-    when cancelled (the release flow is shielded), so the loop goes on to the next part.
-    """
-    interruption: BaseException | None = None
-    for part in parts:
-        try:
-            await part.release()
-        except BaseException as exc:
-            interruption = interruption or exc
-    return interruption
+    async def __aexit__(self, *exc_info: object) -> None:
+        await driver.run(operations.leave_all(self, _current_task(), exc_info[1] is not None))

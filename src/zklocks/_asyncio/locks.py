@@ -7,30 +7,18 @@ classes answer for the calling thread.
 from __future__ import annotations
 
 import asyncio
-import logging
-import time
 from collections.abc import Callable
-from types import TracebackType
-from typing import Literal, Protocol, overload
+from typing import Literal, overload
 
 from zklocks._asyncio import driver
-from zklocks._asyncio.session import AsyncSession
-from zklocks._core import events as _events
-from zklocks._core import flow as _flow
-from zklocks._core import revoke as _revoke
+from zklocks._asyncio.carrier import AsyncCarrier
 from zklocks._core import validate as _validate
-from zklocks._core.contenders import Contender, list_contenders
-from zklocks._core.errors import LockError, LockLost
-from zklocks._core.lease import AsyncLease
-from zklocks._core.steps import await_children_change
-from zklocks._frontend.holdings import LockConfig, LockCore
-
-log = logging.getLogger("zklocks.lock")
-
-
-def _loop_timer(delay: float, fn: Callable[[], None]) -> Callable[[], None]:
-    """``fn`` after ``delay`` seconds on the running loop; returns its canceller."""
-    return asyncio.get_running_loop().call_later(delay, fn).cancel
+from zklocks._core.contenders import Contender
+from zklocks._core.errors import LockError
+from zklocks._core.lease import AsyncLease, Scheduler
+from zklocks._frontend import operations
+from zklocks._frontend.holdings import Host, LockConfig, LockCore, PairCore
+from zklocks._frontend.operations import Operation
 
 
 def _current_task() -> asyncio.Task[object]:
@@ -40,18 +28,19 @@ def _current_task() -> asyncio.Task[object]:
     return task
 
 
-class LockHost(Protocol):
-    """What a lock needs of the client that made it (the client satisfies it).
+class _Tasks:
+    """The asyncio client's way of running things apart: the running loop and its tasks."""
 
-    Named here, not imported, so the client may import its lock classes and not the
-    other way round.
-    """
+    @staticmethod
+    def timer(session: AsyncCarrier) -> Scheduler:
+        def later(delay: float, fn: Callable[[], None]) -> Callable[[], None]:
+            return asyncio.get_running_loop().call_later(delay, fn).cancel
 
-    def _session_or_raise(self) -> AsyncSession: ...
+        return later
 
-    def _session_or_none(self) -> AsyncSession | None: ...
-
-    def _watch_lease(self, acquired: _flow.Acquired) -> AsyncLease: ...
+    @staticmethod
+    def spawn(session: AsyncCarrier, operation: Operation[None]) -> None:
+        session.in_background(driver.run(operation, session))
 
 
 class AsyncLock(LockCore[AsyncLease]):
@@ -59,9 +48,8 @@ class AsyncLock(LockCore[AsyncLease]):
 
     _current_owner = staticmethod(asyncio.current_task)
 
-    def __init__(self, client: LockHost, config: LockConfig) -> None:
-        super().__init__(config)
-        self._client = client
+    def __init__(self, client: Host[AsyncLease], config: LockConfig) -> None:
+        super().__init__(config, client, _Tasks())
 
     @overload
     async def acquire(
@@ -99,55 +87,10 @@ class AsyncLock(LockCore[AsyncLease]):
         return await self._acquire(None, blocking=False)
 
     async def _acquire(self, timeout: float | None, *, blocking: bool) -> AsyncLease | None:
-        owner = _current_task()
-        again = self._holdings.reenter(owner)
-        if again is not None:
-            return again
-        self._refuse_if_sibling_held(owner)
-        stale = self._holdings.take_stale(owner)
-        if stale is not None:
-            await self._give_up(stale)
-        session = self._client._session_or_raise()
-        # the probe's clock starts first: a timed-out wait then measures >= its timeout
-        probe = _events.AcquireProbe(self.kind, self.path)
-        deadline = None if timeout is None else time.monotonic() + timeout
-        spec = self._config.spec(owner.get_name(), deadline, blocking)
-        acquired = await driver.run(probe.watch(_flow.acquire(spec)), session)
-        if acquired is None:
-            return None
-        lease = self._client._watch_lease(acquired)
-        lease._label(probe.kind, probe.path)
-        lease._releaser = self._release_lease
-        self._holdings.add(owner, lease)
-        self._equip(
-            lease,
-            _loop_timer,
-            lambda: self._take_back(lease, session),
-            lambda: self._look_at(lease, session),
-        )
+        task = _current_task()
+        operation = operations.acquire(self, task, task.get_name(), timeout, blocking)
+        lease: AsyncLease | None = await driver.run(operation)
         return lease
-
-    @staticmethod
-    def _look_at(lease: AsyncLease, session: AsyncSession) -> None:
-        """As ``Lock._look_at``, in a task apart."""
-
-        async def look() -> None:
-            lease._data_seen(await driver.run(_revoke.read_data(lease.node), session))
-
-        session.in_background(look())
-
-    def _take_back(self, lease: AsyncLease, session: AsyncSession) -> None:
-        """As ``Lock._take_back``: a task apart deletes the node, by name and token."""
-
-        async def delete() -> None:
-            try:
-                await driver.run(_flow.release(lease.node, lease.token), session)
-            except LockError as error:
-                log.warning(
-                    "%s: could not delete %s after max_hold: %s", self.path, lease.node, error
-                )
-
-        session.in_background(delete())
 
     async def release(self) -> None:
         """Release the current task's hold (``NotHeld`` if it holds none).
@@ -155,70 +98,36 @@ class AsyncLock(LockCore[AsyncLease]):
         After the lease was lost this still deletes our node if it is there, and does not
         raise. ``await lease.release()`` releases a given lease from any task.
         """
-        lease = self._holdings.leave(_current_task())
-        if lease is not None:
-            await self._give_up(lease)
+        await driver.run(operations.release(self, _current_task()))
 
     async def _release_lease(self, lease: AsyncLease, if_held: bool) -> None:
         """``await lease.release()``: one release of whichever task holds ``lease``."""
-        last = self._holdings.leave_lease(lease, if_held=if_held)
-        if last is not None:
-            await self._give_up(last)
+        await driver.run(operations.release_lease(self, lease, if_held))
 
-    async def _give_up(self, lease: AsyncLease) -> None:
-        # once lost (our node deleted by someone, say), whoever holds ``lock`` now may
-        # not be us: the one-node release then reads the node before deleting it
-        owner = 0 if lease.lost else lease.owner
-        lease._end()
-        session = self._client._session_or_none()
-        if session is not None:
-            await driver.run(_flow.release(lease.node, lease.token, owner), session)
+    def _adopt(self, lease: AsyncLease) -> None:
+        lease._releaser = self._release_lease
 
     async def contenders(self) -> list[Contender]:
         """Every contender under the path: holders first, then waiters in line order."""
-        result: list[Contender] = await driver.run(
-            list_contenders(self.path), self._client._session_or_raise()
-        )
+        result: list[Contender] = await driver.run(operations.contenders(self))
         return result
 
     async def wait_for_change(self, timeout: float | None = None) -> bool:
         """Wait until a contender joins or leaves (True) or ``timeout`` passes (False)."""
-        session = self._client._session_or_raise()
-        timeout = _validate.timeout(timeout)
-        deadline = None if timeout is None else time.monotonic() + timeout
-        changed: bool = await driver.run(await_children_change(self.path, deadline), session)
+        operation = operations.wait_for_change(self, _validate.timeout(timeout))
+        changed: bool = await driver.run(operation)
         return changed
 
     async def __aenter__(self) -> AsyncLease:
         return await self.acquire()
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        lease = self.lease
-        await self.release()
-        if exc is None and lease is not None and lease.lost:
-            raise LockLost(f"{self.path}: the lease was lost while held ({lease.lost_reason})")
+    async def __aexit__(self, *exc_info: object) -> None:
+        await driver.run(operations.leave(self, _current_task(), exc_info[1] is not None))
 
 
-class AsyncReadWriteLock:
+class AsyncReadWriteLock(PairCore[AsyncLock]):
     """Shared reads, exclusive writes, one queue: ``.read`` and ``.write`` are locks."""
 
-    def __init__(self, read: AsyncLock, write: AsyncLock) -> None:
-        self.read = read
-        self.write = write
-        read._sibling = write
-        write._sibling = read
-
-    @property
-    def path(self) -> str:
-        return self.read.path
-
     async def contenders(self) -> list[Contender]:
+        """Readers and writers in one queue: holders first, then waiters in line order."""
         return await self.read.contenders()
-
-    def __repr__(self) -> str:
-        return f"<AsyncReadWriteLock {self.path}>"

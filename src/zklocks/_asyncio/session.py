@@ -7,6 +7,7 @@ import time
 from collections.abc import Coroutine, Sequence
 from typing import Any, TypeVar
 
+from zklocks._core import events as _events
 from zklocks._core.ops import TIMED_OUT, GetData, Reply, Request
 from zklocks._protocol.errors import ClientClosedError, NoNodeError
 from zklocks._transport.adapter import facts_of, reply_of, submit_all
@@ -22,11 +23,17 @@ def _retrieve(future: asyncio.Future[Any]) -> None:
         future.exception()
 
 
+def _requests_meter() -> _events.Sink | None:
+    """Where the connection counts requests: the metrics sink, once one is enabled."""
+    return _events.sink
+
+
 class AsyncSession:
     """One connection; every method runs on the loop the client was started on."""
 
     def __init__(self, connection: Connection) -> None:
         self.connection = connection
+        connection.meter = _requests_meter  # count requests once metrics are enabled
         self.facts = facts_of(connection)
         self.closed = False
         self._connected = asyncio.Event()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from zklocks._asyncio import driver
-from zklocks._asyncio.session import AsyncSession
+from zklocks._asyncio.carrier import AsyncCarrier
 from zklocks._core.security import AclPolicy
 from zklocks._core.transaction import TransactionResult
 from zklocks._frontend.transaction import TransactionBuilder
@@ -19,7 +19,7 @@ class AsyncTransaction(TransactionBuilder):
     """
 
     def __init__(
-        self, session: Callable[[], AsyncSession], guard: object, acl: AclPolicy | None
+        self, session: Callable[[], AsyncCarrier], guard: object, acl: AclPolicy | None
     ) -> None:
         super().__init__(guard, acl)
         self._session = session

@@ -38,7 +38,9 @@ Queued kinds (fair lock, read, write, semaphore lease):
    (etcd's rule: re-read your own key after every wake). Otherwise list the children
    again and decide afresh. If our own node is gone (session expired: start over from
    1; someone deleted it: log a warning and join the line again at the back, within
-   the same deadline).
+   the same deadline). A late event never decides alone: a session's end heard while
+   waiting may be an older session's (``_our_session_ended``), and the deletion of the
+   one-node ``lock`` may be an earlier holder's (its name is reused: list again).
 4. **Every way out deletes our node**: timeout, a non-blocking miss, a refusal, an error,
    KeyboardInterrupt, task cancellation. If the create was in flight and its fate is
    unknown, find our node by attempt token and delete it. Cleanup requests carry no
@@ -199,13 +201,22 @@ def release(node: str, token: int, owner: int = 0) -> Generator[Op, Any, bool]:
 # -- queued kinds ---------------------------------------------------------------------
 
 
-def _acquire_queued(spec: AcquireSpec, *, rejoin: bool = True) -> Generator[Op, Any, Any]:
+def _acquire_queued(
+    spec: AcquireSpec, *, rejoin: bool = True, session: int | None = None
+) -> Generator[Op, Any, Any]:
     """``Acquired`` or ``None``; with ``rejoin=False``, ``_START_OVER`` instead of joining
-    the line again when our node is gone (the caller starts over from further back)."""
+    the line again when our node is gone (the caller starts over from further back).
+
+    ``session``: the session our node must be made in (the one that holds Curator's
+    semaphore mutex); a node made in another one is deleted again, ``_START_OVER``.
+    """
     attempt = _Attempt()
     try:
         while True:
             created = yield from _protected_create(spec, attempt)
+            if session is not None and created.stat.ephemeral_owner != session:
+                yield from _shielded(_cleanup(spec, attempt))
+                return _START_OVER
             outcome = yield from _wait_in_line(spec, created, attempt)
             if outcome is not _START_OVER or not rejoin:
                 return outcome
@@ -233,7 +244,9 @@ def _acquire_two_stages(spec: AcquireSpec) -> Generator[Op, Any, Acquired | None
     we start over from the mutex, never from the lease alone: a second lease node
     waiting beside the mutex holder's would keep the count above N for both of them.
     We also start over if our session ended while we deleted the mutex node after the
-    grant: a grant rests on our node existing, and the expired session took it.
+    grant: a grant rests on our node existing, and the expired session took it; and if
+    the lease node was made in a session other than the mutex node's (the session
+    expired between the two): the mutex went with it.
     """
     mutex = replace(spec, path=f"{spec.path}/locks", kind="lock", permits=None)
     lease = replace(spec, path=f"{spec.path}/leases")
@@ -242,7 +255,9 @@ def _acquire_two_stages(spec: AcquireSpec) -> Generator[Op, Any, Acquired | None
         if held is None:
             return None  # non-blocking, and the mutex is busy
         try:
-            granted = yield from _acquire_queued(lease, rejoin=False)
+            # Made in another session, our lease would wait beside the new mutex
+            # holder's: the mutex went with the session that held it (seed 57567).
+            granted = yield from _acquire_queued(lease, rejoin=False, session=held.owner)
         except BaseException:
             yield _clean_up(spec, _delete(held.node))
             raise
@@ -375,10 +390,18 @@ def _wait_in_line(
             return None
         # Decide now what the deletion of each blocker would mean, and keep only that
         # while waiting: a waiter holding its whole line costs O(queue) memory, and a
-        # queue of n waiters O(n^2).
-        takeover = {name for name in decision.nodes if _granted_without(spec, me, line, name)}
+        # queue of n waiters O(n^2). The one-node lock's ``lock`` is never a takeover:
+        # its name is reused by every holder in turn, so a late deletion event may be
+        # an earlier holder's (simulator seed 96020); only a listing tells.
+        takeover = {
+            name
+            for name in decision.nodes
+            if name != _nodes.SINGLE_NODE and _granted_without(spec, me, line, name)
+        }
         line = []
         gone = yield from _await_deletion(spec, decision)
+        while gone is None and not (yield from _our_session_ended(spec, created)):
+            gone = yield from _await_deletion(spec, decision)
         if gone is None:
             return _START_OVER
         if gone in takeover:
@@ -391,6 +414,22 @@ def _wait_in_line(
             attempt.node = None
             return granted
         line = dialect.line_up_to(me, (yield from _list(spec)))
+
+
+def _our_session_ended(spec: AcquireSpec, created: Created) -> Generator[Op, Any, bool]:
+    """A wait ended with a session's end: was it the session that made our node?
+
+    The inbox holds a whole flow run's events, so the end of an *older* session can
+    reach it late: a watch set before an expiry (by an earlier wait of this run) is
+    told only once the driver hears of it, when we may be waiting again with a node of
+    the new session (simulator seed 15640, Curator's layout). Starting over then would
+    leave that node behind, alive, ahead of everyone who comes later. A session other
+    than our node's answers at once, with no request; the same session id (the driver
+    may not have replaced it yet) is settled by our node itself.
+    """
+    if (yield SessionId()) != created.stat.ephemeral_owner:
+        return True
+    return not (yield from _still_exists(spec, created))
 
 
 def _still_exists(spec: AcquireSpec, created: Created) -> Generator[Op, Any, bool]:

@@ -24,8 +24,9 @@ from dataclasses import dataclass
 
 from zklocks._core.errors import InvalidArgument
 from zklocks._protocol.constants import Perm
+from zklocks._protocol.credential import Credential
 from zklocks._protocol.records import ACL as _WireACL
-from zklocks._protocol.records import Id, digest_id
+from zklocks._protocol.records import Id
 
 ALL = int(Perm.ALL)
 _PERM_LETTERS = (("c", Perm.CREATE), ("d", Perm.DELETE), ("r", Perm.READ), ("w", Perm.WRITE),
@@ -58,45 +59,6 @@ class ACL:
 
     def __str__(self) -> str:
         return f"{show_id(self.scheme, self.id)}={perm_letters(self.perms)}"
-
-
-class Credential:
-    """One ``(scheme, credential)`` pair of ``auth``; the secret stays out of every repr."""
-
-    __slots__ = ("_secret", "scheme")
-
-    def __init__(self, scheme: str, secret: bytes) -> None:
-        self.scheme = scheme
-        self._secret = secret
-
-    @property
-    def packet(self) -> tuple[str, bytes]:
-        """What the connection sends (scheme, credential bytes)."""
-        return self.scheme, self._secret
-
-    def identity(self) -> Id | None:
-        """The identity the server gives a session that sent this, if computable here."""
-        if self.scheme == "digest":
-            user, _, password = self._secret.decode("utf-8").partition(":")
-            return digest_id(user, password)
-        return None
-
-    @property
-    def user(self) -> str:
-        """What may be shown of it: the user of a digest credential, else the scheme."""
-        if self.scheme == "digest":
-            return self._secret.decode("utf-8").partition(":")[0]
-        return ""
-
-    def __repr__(self) -> str:
-        shown = f" user={self.user!r}" if self.user else ""
-        return f"<Credential {self.scheme}{shown} (secret hidden)>"
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Credential) and other.packet == self.packet
-
-    def __hash__(self) -> int:
-        return hash(self.packet)
 
 
 def credentials(auth: object) -> tuple[Credential, ...]:
@@ -266,37 +228,3 @@ def weak_directory_message(
         f"your ACL as its owner (zkCli.sh: addauth digest USER:PASSWORD, then setAcl {path} "
         "auth::cdrwa), or lock another path"
     )
-
-
-def connect_failure_reason(error: BaseException) -> str | None:
-    """Why one connection attempt failed, when it is more than "no answer" (TLS mostly).
-
-    None for the usual reasons (refused, unreachable, timed out): the caller's message
-    already covers those.
-    """
-    if isinstance(error, _ssl.SSLCertVerificationError):
-        return (
-            f"TLS: the server's certificate did not verify ({error.verify_message}); "
-            "trust the CA that signed it (ssl=ssl.create_default_context(cafile=...))"
-        )
-    if isinstance(error, _ssl.SSLError):
-        reason = str(error.reason or error)
-        if "CERTIFICATE_REQUIRED" in reason.upper() or "BAD_CERTIFICATE" in reason.upper():
-            return (
-                f"TLS: the server refused our client certificate or its absence ({reason}); "
-                "it requires one it trusts (mutual TLS): load one with "
-                "context.load_cert_chain"
-            )
-        if "HANDSHAKE_FAILURE" in reason.upper():
-            # TLS 1.2 has no certificate_required alert: a server that needs a client
-            # certificate and gets none (Debian 12's ZooKeeper on OpenJDK 17) sends this
-            # catch-all, which also means no TLS version or cipher in common.
-            return (
-                f"TLS handshake failed ({reason}): most likely the server requires a client "
-                "certificate it trusts (mutual TLS): load one with context.load_cert_chain; "
-                "otherwise we share no TLS version or cipher with it"
-            )
-        if "WRONG_VERSION_NUMBER" in reason.upper():
-            return f"TLS handshake failed ({reason}): is this port plaintext? (leave out ssl=)"
-        return f"TLS handshake failed ({reason})"
-    return None

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from zklocks._core.errors import InvalidArgument, InvalidPath
 from zklocks._protocol import codec
+from zklocks._vocabulary import DEFAULT_CLOCK_DRIFT as DEFAULT_CLOCK_DRIFT  # re-exported
 
 _CONTROLS = {chr(c) for c in range(0x20)} | {chr(c) for c in range(0x7F, 0xA0)}  # C0, DEL, C1
 # bidirectional marks, embeddings, overrides and isolates: they reorder what a terminal shows
@@ -138,9 +139,6 @@ def clock_drift(value: object) -> float:
     if not math.isfinite(value) or not 0 <= value < 0.5:
         raise InvalidArgument(f"clock_drift must be >= 0 and < 0.5 (0.01 is 1 %), not {value!r}")
     return float(value)
-
-
-DEFAULT_CLOCK_DRIFT = 0.01  # our clock and the leader's may differ in rate by 1 %
 
 
 @dataclass(frozen=True)

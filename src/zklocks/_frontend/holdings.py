@@ -12,14 +12,14 @@ import os
 import socket
 import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from zklocks._core import nodes as _nodes
 from zklocks._core import validate as _validate
-from zklocks._core.errors import AlreadyHeld, NotHeld
-from zklocks._core.flow import AcquireSpec
+from zklocks._core.errors import AlreadyHeld, LockLost, NotHeld
+from zklocks._core.flow import Acquired, AcquireSpec
 from zklocks._core.layouts import ZKLOCKS, Layout, choose
 from zklocks._core.lease import LeaseBase, Scheduler
 from zklocks._core.security import AclPolicy
@@ -96,6 +96,7 @@ def make_config(
 
 
 L = TypeVar("L", bound=LeaseBase)
+L_co = TypeVar("L_co", bound=LeaseBase, covariant=True)
 
 
 @dataclass(slots=True)
@@ -130,7 +131,7 @@ class HoldingTable(Generic[L]):
                 return None
             if not self.config.reentrant:
                 raise AlreadyHeld(
-                    f"{self.config.path}: this {_owner_word(owner)} already holds the lock "
+                    f"{self.config.path}: this {owner_word(owner)} already holds the lock "
                     "(create it with reentrant=True to count re-acquisitions)"
                 )
             holding.count += 1
@@ -146,7 +147,7 @@ class HoldingTable(Generic[L]):
             holding = self._by_owner.get(owner)
             if holding is None:
                 raise NotHeld(
-                    f"{self.config.path}: this {_owner_word(owner)} does not hold the lock"
+                    f"{self.config.path}: this {owner_word(owner)} does not hold the lock"
                 )
             holding.count -= 1
             if holding.count > 0:
@@ -180,20 +181,53 @@ class HoldingTable(Generic[L]):
             return None
 
 
+class Host(Protocol[L_co]):
+    """What a lock needs of the client that made it (both clients satisfy it).
+
+    Named here, not imported, so the clients may import their lock classes and not the
+    other way round. Sessions are typed loosely: each front end has its own kind.
+    """
+
+    def _session_or_raise(self) -> Any: ...
+
+    def _session_or_none(self) -> Any: ...
+
+    def _watch_lease(self, acquired: Acquired) -> L_co: ...
+
+
+class Front(Protocol):
+    """How one front end runs things apart from every caller: the only part of a lock
+    operation that is not the same in the sync and the asyncio clients."""
+
+    def timer(self, session: Any) -> Scheduler:
+        """Run a callback later, on the session's event thread (or the running loop)."""
+        ...
+
+    def spawn(self, session: Any, operation: Generator[Any, Any, None]) -> None:
+        """Drive ``operation`` on ``session`` apart (a thread or a task of the session's)."""
+        ...
+
+
 class LockCore(Generic[L]):
     """What a lock object is in either front end, apart from how it waits.
 
     ``_current_owner`` says who is asking: the thread (sync) or the task (asyncio).
     """
 
-    def __init__(self, config: LockConfig) -> None:
+    def __init__(self, config: LockConfig, client: Host[L], front: Front) -> None:
         self._config = config
+        self._client = client
+        self._front = front
         self._holdings: HoldingTable[L] = HoldingTable(config)
         self._sibling: LockCore[L] | None = None  # the other half of a read/write lock
         self._peers: PathPeers | None = None  # the client's other lock objects, by path
 
     @staticmethod
     def _current_owner() -> object:
+        raise NotImplementedError
+
+    def _adopt(self, lease: L) -> None:
+        """Make ``lease.release()`` release through this lock (each front end's own)."""
         raise NotImplementedError
 
     def __repr__(self) -> str:
@@ -235,13 +269,18 @@ class LockCore(Generic[L]):
         if self._config.max_hold is not None:
             lease._limit_hold(self._config.max_hold, schedule, take_back)
 
+    def _lost_on_exit(self, lease: L | None, failed: bool) -> None:
+        """Leaving ``with`` normally after the lease was lost raises ``LockLost``."""
+        if not failed and lease is not None and lease.lost:
+            raise LockLost(f"{self.path}: the lease was lost while held ({lease.lost_reason})")
+
     def _refuse_if_sibling_held(self, owner: object) -> None:
         """``AlreadyHeld`` where this owner would wait on its own node: the other side
         of a read/write lock, or another lock object on the same path of the same client
         with an exclusive side (``lock``, ``write``) involved."""
         if self._sibling is not None and self._sibling._holdings.get(owner) is not None:
             raise AlreadyHeld(
-                f"{self.path}: this {_owner_word(owner)} holds the {self._sibling.kind} side "
+                f"{self.path}: this {owner_word(owner)} holds the {self._sibling.kind} side "
                 f"of this read/write lock; taking the {self.kind} side too would wait on itself"
             )
         peers = self._peers
@@ -253,10 +292,34 @@ class LockCore(Generic[L]):
                 continue
             if self.kind in _EXCLUSIVE or other.kind in _EXCLUSIVE:
                 raise AlreadyHeld(
-                    f"{self.path}: this {_owner_word(owner)} holds this path through another "
+                    f"{self.path}: this {owner_word(owner)} holds this path through another "
                     f"{other.kind} object ({other!r}); taking it again as {self.kind} would "
                     "wait on itself (share one lock object, with reentrant=True to count)"
                 )
+
+
+PartT = TypeVar("PartT", bound=LockCore[Any])
+
+
+class PairCore(Generic[PartT]):
+    """Shared reads, exclusive writes, one queue: ``.read`` and ``.write`` are locks.
+
+    A reader waits only for the nearest earlier writer; a writer for its immediate
+    predecessor; a reader queued behind a waiting writer waits (writers never starve).
+    """
+
+    def __init__(self, read: PartT, write: PartT) -> None:
+        self.read = read
+        self.write = write
+        read._sibling = write
+        write._sibling = read
+
+    @property
+    def path(self) -> str:
+        return self.read.path
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.path}>"
 
 
 _EXCLUSIVE = frozenset({"lock", "write", "elect"})
@@ -292,5 +355,5 @@ class PathPeers:
             return [p for p in peers if p is not lock]
 
 
-def _owner_word(owner: object) -> str:
+def owner_word(owner: object) -> str:
     return "thread" if isinstance(owner, int) else "task"

@@ -1,44 +1,88 @@
-"""What both clients share: their arguments, checked the same way, and the three lock
-factories. Each client says only which lock classes it builds."""
+"""The client base: what both clients share, as httpx's ``BaseClient`` holds what its
+two clients share. Their arguments, checked the same way; the three lock factories; the
+session's bookkeeping (started, stopped, inherited across fork). Each client says only
+which lock classes it builds and how it starts, stops and waits."""
 
 from __future__ import annotations
 
 import functools
 import inspect
-import ssl as _ssl
+import threading
 import warnings
-from collections.abc import Callable
-from typing import Any, Generic, TypeVar
+from collections.abc import Callable, Sequence
+from ssl import SSLContext
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from zklocks._core import security as _security
 from zklocks._core import validate as _validate
-from zklocks._core.errors import InvalidArgument
+from zklocks._core.errors import ClientClosed, InvalidArgument
 from zklocks._core.events import ConnectionState, StateListener, StateListeners
-from zklocks._frontend.holdings import LockConfig, PathPeers, make_config
+from zklocks._core.lease import LeaseKeeper
+from zklocks._core.security import ACL
+from zklocks._frontend.holdings import LockConfig, LockCore, PathPeers, make_config
+from zklocks._transport import forks
+from zklocks._transport.sasl import SASL, login_of, plain_packets, with_login
 from zklocks._vocabulary import SessionFacts
 
 LockT = TypeVar("LockT")
 ReadWriteT = TypeVar("ReadWriteT")
 
+
+class Carrier(Protocol):
+    """What the client base reads of its session, whichever front end made it."""
+
+    facts: SessionFacts
+
+    @property
+    def closed(self) -> bool: ...
+
+
+SessionT = TypeVar("SessionT", bound=Carrier)
+SessionT_co = TypeVar("SessionT_co", bound=Carrier, covariant=True)
+PartT = TypeVar("PartT", bound=LockCore[Any])
+
+
+class SessionFactory(Protocol[SessionT_co]):
+    """Makes the session a client runs on: our own transport by default; the simulator
+    injects its own (``session_factory=``)."""
+
+    def __call__(
+        self,
+        hosts: str,
+        *,
+        session_timeout: float,
+        connect_timeout: float,
+        lease_timing: _validate.LeaseTiming = _validate.DEFAULT_LEASE_TIMING,
+    ) -> SessionT_co: ...
+
+
 DEFAULT_HOSTS = "127.0.0.1:2181"
 
 
-class LockMaker(Generic[LockT, ReadWriteT]):
-    """``lock``, ``read_write_lock`` and ``semaphore``: validate, then build."""
+class LockMaker(Generic[LockT, ReadWriteT, SessionT]):
+    """``lock``, ``read_write_lock`` and ``semaphore``: validate, then build; and the
+    session as the lock classes reach it."""
+
+    _public_name: ClassVar[str]  # in reprs: "Client", "AsyncClient"
+    _how_to_start: ClassVar[str]  # in the error of a call before start()
 
     def __init__(
         self,
-        hosts: str,
-        session_timeout: float,
-        connect_timeout: float,
+        hosts: str = DEFAULT_HOSTS,
         *,
-        tick_time: object = None,
-        clock_drift: object = _validate.LeaseTiming.clock_drift,
-        ensemble_lag: object = None,
-        auth: object = None,
-        acl: object = "open",
-        ssl: object = None,
+        session_timeout: float = 10.0,
+        connect_timeout: float = 15.0,
+        tick_time: float | None = None,
+        clock_drift: float = _validate.DEFAULT_CLOCK_DRIFT,
+        ensemble_lag: float | None = None,
+        auth: Sequence[tuple[str, str | bytes]] | None = None,
+        acl: str | Sequence[ACL] = "open",
+        ssl: bool | SSLContext | None = None,
+        session_factory: SessionFactory[SessionT] | None = None,
+        sasl: SASL | None = None,
     ) -> None:
+        if session_factory is None:  # (a factory of its own decides what hosts means)
+            _validate.hosts(hosts)  # a bad connect string fails here, not at start()
         if not isinstance(hosts, str) or not hosts.strip():
             raise InvalidArgument(f"hosts must be a 'host:port,...' string, not {hosts!r}")
         self.hosts = hosts
@@ -53,14 +97,103 @@ class LockMaker(Generic[LockT, ReadWriteT]):
                 "(tick_time=..., learnt from the servers when they allow it); see "
                 "docs/locks.md, 'What lost means'",
                 DeprecationWarning,
-                stacklevel=3,
+                stacklevel=2,
             )
         # Security options (docs/security.md); the credentials' secrets stay out of reprs.
-        self._credentials = _security.credentials(auth)
+        self._credentials = _security.credentials(with_login(auth, sasl))
         self._acl = _security.acl_policy(acl, self._credentials)
-        self._ssl: _ssl.SSLContext | None = _security.ssl_context(ssl)
+        self._ssl: SSLContext | None = _security.ssl_context(ssl)
+        if session_factory is not None and (self._credentials or self._acl or self._ssl):
+            raise InvalidArgument(
+                "auth, acl and ssl need ZooKeeper itself; a session_factory (the simulator) "
+                "does not model them"
+            )
+        self._session_factory = session_factory or self._native_factory(
+            ssl=self._ssl,
+            auth=plain_packets(self._credentials),
+            sasl=login_of(self._credentials),
+        )
         self._states = StateListeners()
         self._peers = PathPeers()
+        self._keeper = LeaseKeeper(self._facts, self._schedule)
+        self._mutex = threading.Lock()  # stop() against a start() on another thread
+        self._session: SessionT | None = None
+        self._starting: SessionT | None = None  # the session start() is making
+        self._stopped = False
+        self._forked = False  # inherited by a forked child: refuses every call
+
+    def _native_factory(
+        self, *, ssl: SSLContext | None, auth: list[tuple[str, bytes]], sasl: SASL | None
+    ) -> SessionFactory[SessionT]:
+        """The factory of sessions on our own transport, with the security options."""
+        raise NotImplementedError
+
+    def _join(self, lock: PartT) -> PartT:
+        """``lock``, known to this client's other lock objects on its path (so that one
+        owner cannot wait on itself through two objects)."""
+        self._peers.join(lock)
+        return lock
+
+    def _schedule(self, delay: float, fn: Callable[[], None]) -> Callable[[], None]:
+        """Run ``fn`` after ``delay`` seconds (the lease keeper's timers)."""
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        state = "stopped" if self._stopped else "started" if self._session else "new"
+        return f"<{self._public_name} {self.hosts} {state}>"
+
+    def _new_session(self) -> SessionT:
+        """A session for ``start()`` to start, from the factory (not started yet)."""
+        return self._session_factory(
+            self.hosts,
+            session_timeout=self._requested_timeout,
+            connect_timeout=self.connect_timeout,
+            lease_timing=self.lease_timing,
+        )
+
+    def _refuse_start(self) -> bool:
+        """Whether ``start()`` has nothing to do (already started); ``ClientClosed`` when
+        it may not start (stopped, or inherited across fork)."""
+        if self._forked:
+            raise ClientClosed(forks.INHERITED)
+        if self._stopped:
+            raise ClientClosed("a stopped client cannot be started again; make a new one")
+        return self._session is not None
+
+    @property
+    def connected(self) -> bool:
+        """Is a session live on a connection right now (``state`` is ``CONNECTED``)?"""
+        session = self._session
+        return session is not None and session.facts.connected()
+
+    def _session_or_raise(self) -> SessionT:
+        if self._forked:
+            raise ClientClosed(forks.INHERITED)
+        session = self._session
+        if session is None or session.closed:
+            word = "stopped" if self._stopped else f"not started ({self._how_to_start})"
+            raise ClientClosed(f"the client is {word}")
+        return session
+
+    def _session_or_none(self) -> SessionT | None:
+        """The session to release on: None once stopped (nothing to delete then);
+        ``ClientClosed`` in a forked child (the lease is the parent's to release)."""
+        if self._forked:
+            raise ClientClosed(forks.INHERITED)
+        session = self._session
+        return None if session is None or session.closed else session
+
+    def _warn_unstopped(self, consequence: str) -> None:
+        """(``__del__``) A client dropped with its session open: say so, once."""
+        unstopped = getattr(self, "_session", None) is not None and not self._stopped
+        if unstopped and not getattr(self, "_forked", False):  # a child's copy: not ours
+            warnings.warn(
+                f"{self!r} was never stopped: its session stays open (and its locks held) "
+                f"{consequence}",
+                ResourceWarning,
+                source=self,
+                stacklevel=3,
+            )
 
     @property
     def _auth_packets(self) -> list[tuple[str, bytes]]:
@@ -68,7 +201,8 @@ class LockMaker(Generic[LockT, ReadWriteT]):
         return [credential.packet for credential in self._credentials]
 
     def _facts(self) -> SessionFacts | None:
-        raise NotImplementedError
+        session = self._session
+        return None if session is None else session.facts
 
     @property
     def session_timeout(self) -> float:

@@ -69,7 +69,8 @@ from zklocks._protocol.errors import (
     error_for_code,
 )
 from zklocks._protocol.jute import INT, REPLY_HEADER, REQUEST_HEADER, JuteError
-from zklocks._protocol.watches import Watcher, WatchRegistry
+from zklocks._protocol.watches import WatchRegistry
+from zklocks._vocabulary import Watcher
 
 __all__ = [
     "Established",

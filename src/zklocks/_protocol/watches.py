@@ -23,13 +23,11 @@ changed while we were away (judged against the last zxid we saw).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from typing import Any, TypeAlias
+from collections.abc import Iterator
 
 from zklocks._protocol.codec import encode_set_watches, to_server
 from zklocks._protocol.constants import EventType, OpCode, WatchTable
-
-Watcher: TypeAlias = Callable[..., Any]
+from zklocks._vocabulary import Watcher
 
 # setWatches bodies are split so that none comes near jute.maxbuffer (the Java client's
 # limit is the same 128 KiB).

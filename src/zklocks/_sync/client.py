@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import functools
-import threading
-import warnings
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from ssl import SSLContext
 from types import TracebackType
 from typing import Any, Protocol
@@ -13,66 +11,27 @@ from typing import Any, Protocol
 from zklocks._core import events as _events
 from zklocks._core import revoke as _revoke
 from zklocks._core import validate as _validate
-from zklocks._core.errors import ClientClosed, InvalidArgument
 from zklocks._core.events import ConnectionState
 from zklocks._core.flow import Acquired, Flow
-from zklocks._core.lease import Lease, LeaseKeeper
+from zklocks._core.lease import Lease
 from zklocks._core.nodes import ELECTION_KIND
-from zklocks._core.security import ACL
-from zklocks._core.validate import DEFAULT_LEASE_TIMING, LeaseTiming
 from zklocks._frontend.holdings import LockConfig
-from zklocks._frontend.lockmaker import DEFAULT_HOSTS, LockMaker, show_concrete_types
+from zklocks._frontend.lockmaker import LockMaker, SessionFactory, show_concrete_types
 from zklocks._sync import driver
 from zklocks._sync.election import Election, MultiLock
 from zklocks._sync.locks import Lock, ReadWriteLock
 from zklocks._sync.session import SyncSession
 from zklocks._sync.transaction import Transaction
 from zklocks._transport import forks
-from zklocks._transport.sasl import SASL, login_of, plain_packets, with_login
-from zklocks._vocabulary import SessionFacts, SessionState
+from zklocks._transport.sasl import SASL
+from zklocks._vocabulary import SessionState
 
 
 class StartableSession(SyncSession, Protocol):
     def start(self) -> None: ...
 
 
-class SessionFactory(Protocol):
-    """Makes the session a client runs on (the simulator injects its own)."""
-
-    def __call__(
-        self,
-        hosts: str,
-        *,
-        session_timeout: float,
-        connect_timeout: float,
-        lease_timing: LeaseTiming = DEFAULT_LEASE_TIMING,
-    ) -> StartableSession: ...
-
-
-def _default_session_factory(
-    hosts: str,
-    *,
-    session_timeout: float,
-    connect_timeout: float,
-    lease_timing: LeaseTiming = DEFAULT_LEASE_TIMING,
-    ssl: SSLContext | None = None,
-    auth: Sequence[tuple[str, bytes]] = (),
-    sasl: SASL | None = None,
-) -> StartableSession:
-    from zklocks._sync.native_session import NativeSession
-
-    return NativeSession(
-        hosts,
-        session_timeout=session_timeout,
-        connect_timeout=connect_timeout,
-        lease_timing=lease_timing,
-        ssl=ssl,
-        auth=auth,
-        sasl=sasl,
-    )
-
-
-class Client(LockMaker[Lock, ReadWriteLock]):
+class Client(LockMaker[Lock, ReadWriteLock, StartableSession]):
     """A connection to ZooKeeper (one session) from which locks are made.
 
     ``hosts`` is ZooKeeper's connect string: ``"host:port[,host:port...][/chroot]"``.
@@ -106,62 +65,15 @@ class Client(LockMaker[Lock, ReadWriteLock]):
     Raises ``InvalidArgument`` for bad arguments.
     """
 
-    def __init__(
-        self,
-        hosts: str = DEFAULT_HOSTS,
-        *,
-        session_timeout: float = 10.0,
-        connect_timeout: float = 15.0,
-        tick_time: float | None = None,
-        clock_drift: float = _validate.DEFAULT_CLOCK_DRIFT,
-        ensemble_lag: float | None = None,
-        auth: Sequence[tuple[str, str | bytes]] | None = None,
-        acl: str | Sequence[ACL] = "open",
-        ssl: bool | SSLContext | None = None,
-        session_factory: SessionFactory | None = None,
-        sasl: SASL | None = None,
-    ) -> None:
-        if session_factory is None:  # (a factory of its own decides what hosts means)
-            _validate.hosts(hosts)  # a bad connect string fails here, not at start()
-        super().__init__(
-            hosts,
-            session_timeout,
-            connect_timeout,
-            tick_time=tick_time,
-            clock_drift=clock_drift,
-            ensemble_lag=ensemble_lag,
-            auth=with_login(auth, sasl),
-            acl=acl,
-            ssl=ssl,
-        )
-        if session_factory is not None and (self._credentials or self._acl or self._ssl):
-            raise InvalidArgument(
-                "auth, acl and ssl need ZooKeeper itself; a session_factory (the simulator) "
-                "does not model them"
-            )
-        self._session_factory: SessionFactory = session_factory or functools.partial(
-            _default_session_factory,
-            ssl=self._ssl,
-            auth=plain_packets(self._credentials),
-            sasl=login_of(self._credentials),
-        )
-        self._session: SyncSession | None = None
-        self._stopped = False
-        self._keeper = LeaseKeeper(self._facts, self._call_later)
-        self._mutex = threading.Lock()
-        self._starting = False
-        self._forked = False  # inherited by a forked child: refuses every call
-
-    def __repr__(self) -> str:
-        state = "stopped" if self._stopped else "started" if self._session else "new"
-        return f"<Client {self.hosts} {state}>"
+    _public_name = "Client"
+    _how_to_start = "call start() or use `with`"
 
     # -- lifecycle ----------------------------------------------------------------------
 
     def start(self) -> Client:
         """Connect and make a session; returns the client.
 
-        Raises ``ConnectionFailed`` (a ``TimeoutError``) if no server answers within
+        Raises ``ConnectionFailed`` (a ``LockError``) if no server answers within
         ``connect_timeout``, naming each host and what went wrong with it, or at once when
         every host failed for a cause that waiting cannot change (refused, a name that does
         not resolve, a TLS refusal or mismatch; see docs/transport.md); ``ClientClosed``
@@ -169,26 +81,17 @@ class Client(LockMaker[Lock, ReadWriteLock]):
         this one was forked from (see docs/recipes.md).
         """
         driver.warn_if_in_event_loop(stacklevel=3)
-        if self._forked:
-            raise ClientClosed(forks.INHERITED)
-        if self._stopped:
-            raise ClientClosed("a stopped client cannot be started again; make a new one")
-        if self._session is not None:
+        if self._refuse_start():
             return self
-        session = self._session_factory(
-            self.hosts,
-            session_timeout=self._requested_timeout,
-            connect_timeout=self.connect_timeout,
-            lease_timing=self.lease_timing,
-        )
+        session = self._new_session()
         # weakly: a client dropped without stop() can be collected, and warns
         session.add_state_listener(_events.weak_method(self._on_session_state))
         forks.track(self)
-        self._starting = True
+        self._starting = session
         try:
             session.start()
         finally:
-            self._starting = False
+            self._starting = None
         self._session = session
         return self
 
@@ -212,21 +115,13 @@ class Client(LockMaker[Lock, ReadWriteLock]):
         self._states.on_session_state(SessionState.CLOSED)
 
     def _on_session_state(self, state: SessionState) -> None:
-        if state is SessionState.CLOSED and self._starting:
+        if state is SessionState.CLOSED and self._starting is not None:
             return  # a failed start: the state stays LOST and the client may start again
         self._keeper.on_state(state)
         self._states.on_session_state(state)
 
     def __del__(self) -> None:
-        unstopped = getattr(self, "_session", None) is not None and not self._stopped
-        if unstopped and not getattr(self, "_forked", False):  # a child's copy: not ours
-            warnings.warn(
-                f"{self!r} was never stopped: its session stays open (and its locks held) "
-                "until the process exits; call stop() or use `with`",
-                ResourceWarning,
-                source=self,
-                stacklevel=2,
-            )
+        self._warn_unstopped("until the process exits; call stop() or use `with`")
 
     def __enter__(self) -> Client:
         return self.start()
@@ -239,32 +134,18 @@ class Client(LockMaker[Lock, ReadWriteLock]):
     ) -> None:
         self.stop()
 
-    @property
-    def connected(self) -> bool:
-        """Is a session live on a connection right now (``state`` is ``CONNECTED``)?"""
-        session = self._session
-        return session is not None and session.facts.connected()
-
     # -- locks --------------------------------------------------------------------------
 
     def _new_lock(self, config: LockConfig) -> Lock:
-        lock = Lock(self, config)
-        self._peers.join(lock)
-        return lock
+        return self._join(Lock(self, config))
 
     def _new_read_write(self, read: LockConfig, write: LockConfig) -> ReadWriteLock:
-        pair = ReadWriteLock(Lock(self, read), Lock(self, write))
-        self._peers.join(pair.read)
-        self._peers.join(pair.write)
-        return pair
+        return ReadWriteLock(self._new_lock(read), self._new_lock(write))
 
     def election(self, path: str, *, identifier: str | None = None) -> Election:
         """A leader election at ``path``: campaign to lead, observe who leads (see
         docs/election.md). ``identifier`` names this candidate to observers."""
-        config = self._config(path, ELECTION_KIND, identifier=identifier)
-        election = Election(self, config)
-        self._peers.join(election)
-        return election
+        return self._join(Election(self, self._config(path, ELECTION_KIND, identifier=identifier)))
 
     def multi_lock(self, locks: Iterable[Lock]) -> MultiLock:
         """Several locks held as one, taken in one global order (no deadlock)."""
@@ -301,38 +182,24 @@ class Client(LockMaker[Lock, ReadWriteLock]):
     def _after_fork_in_child(self) -> None:
         """(``forks``) In a forked child: refuse every call from now on; the leases read
         as lost. Attributes only: no lock, no listener (the session drops its sockets)."""
-        if self._session is None and not self._starting:
+        if self._session is None and self._starting is None:
             return  # never started: nothing was inherited, and it may start here
         self._forked = True
         self._states.state = ConnectionState.CLOSED
         self._keeper.disown_all(forks.INHERITED_LEASE)
 
-    def _session_or_raise(self) -> SyncSession:
-        if self._forked:
-            raise ClientClosed(forks.INHERITED)
-        session = self._session
-        if session is None or session.closed:
-            word = "stopped" if self._stopped else "not started (call start() or use `with`)"
-            raise ClientClosed(f"the client is {word}")
-        return session
+    def _native_factory(
+        self, *, ssl: SSLContext | None, auth: list[tuple[str, bytes]], sasl: SASL | None
+    ) -> SessionFactory[StartableSession]:
+        from zklocks._sync.native_session import NativeSession
 
-    def _call_later(self, delay: float, fn: Callable[[], None]) -> Callable[[], None]:
+        return functools.partial(NativeSession, ssl=ssl, auth=auth, sasl=sasl)
+
+    def _schedule(self, delay: float, fn: Callable[[], None]) -> Callable[[], None]:
         session = self._session
         if session is None:
             return lambda: None
         return session.call_later(delay, fn)
-
-    def _facts(self) -> SessionFacts | None:
-        session = self._session
-        return None if session is None else session.facts
-
-    def _session_or_none(self) -> SyncSession | None:
-        """The session to release on: None once stopped (nothing to delete then);
-        ``ClientClosed`` in a forked child (the lease is the parent's to release)."""
-        if self._forked:
-            raise ClientClosed(forks.INHERITED)
-        session = self._session
-        return None if session is None or session.closed else session
 
     def _watch_lease(self, acquired: Acquired) -> Lease:
         session = self._session_or_raise()

@@ -24,20 +24,11 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from zklocks._core import ops
 from zklocks._core.errors import ClientClosed
 from zklocks._core.flow import Flow
-from zklocks._core.ops import (
-    TIMED_OUT,
-    Cleanup,
-    Op,
-    Pipeline,
-    Reply,
-    SessionId,
-    Wait,
-    Wake,
-    too_late,
-)
 from zklocks._core.threads import wait_interruptibly
+from zklocks._frontend.operations import Finished, Operation, Stepper
 from zklocks._sync.session import SyncSession
 from zklocks._vocabulary import WatchEvent
 
@@ -56,44 +47,38 @@ def warn_if_in_event_loop(stacklevel: int) -> None:
         )
 
 
-def run(flow: Flow, session: SyncSession) -> Any:
-    """Drive ``flow`` to its end and return its value (or raise what it raises)."""
-    inbox = Inbox()
-    step: Callable[[Any], Op] = flow.send
-    value: Any = None
-    while True:
+def run(flow: Flow | Operation[Any], session: SyncSession | None = None) -> Any:
+    """Drive ``flow`` to its end and return its value (or raise what it raises).
+
+    An operation (``zklocks._frontend.operations``) names its session with ``Use``."""
+    stepper = Stepper(flow, session, Inbox)
+    while not isinstance(op := stepper.next(), Finished):
         try:
-            op = step(value)
-        except StopIteration as stop:
-            return stop.value
-        # The flow has the reply now. Holding it here while the next operation waits
-        # would keep e.g. a thousand-name listing alive per waiter.
-        value = None
-        try:
-            value, step = execute(op, session, inbox), flow.send
+            stepper.send(execute(op, stepper.session, stepper.inbox))
         except BaseException as exc:  # interrupted: the flow cleans up, then re-raises
-            value, step = exc, flow.throw
+            stepper.throw(exc)
+    return op.value
 
 
-def execute(op: Op, session: SyncSession, inbox: Inbox) -> Reply:
+def execute(op: ops.Op, session: SyncSession, inbox: Inbox) -> ops.Reply:
     """One operation's reply."""
     clock = session.facts.clock
-    early = too_late(op, clock())
+    early = ops.too_late(op, clock())
     if early is not None:
         return early
-    if isinstance(op, Pipeline):
+    if isinstance(op, ops.Pipeline):
         watcher = inbox.open() if op.watch else None
         return tuple(session.call(op.requests, op.deadline, watcher))
-    if isinstance(op, Wait):
+    if isinstance(op, ops.Wait):
         return inbox.take(op.deadline, clock)
-    if isinstance(op, SessionId):
+    if isinstance(op, ops.SessionId):
         return session.session_id()
-    if isinstance(op, Cleanup):
+    if isinstance(op, ops.Cleanup):
         return clean_up(op, session)
     return session.call((op,), op.deadline)[0]
 
 
-def clean_up(op: Cleanup, session: SyncSession) -> Reply:
+def clean_up(op: ops.Cleanup, session: SyncSession) -> ops.Reply:
     """Run the cleanup steps apart from the caller; wait for them until ``op.deadline``.
 
     An interruption (Ctrl-C) ends the wait, not the cleanup: the steps run on.
@@ -138,7 +123,7 @@ class Inbox:
 
     def take(
         self, deadline: float | None, clock: Callable[[], float]
-    ) -> tuple[WatchEvent, ...] | Wake:
+    ) -> tuple[WatchEvent, ...] | ops.Wake:
         """The events that fired since the last take, waiting for one until ``deadline``."""
         ready = self._ready
         if ready is None:
@@ -148,7 +133,7 @@ class Inbox:
             if (remaining is not None and remaining <= 0) or not wait_interruptibly(
                 ready, remaining
             ):
-                return TIMED_OUT
+                return ops.TIMED_OUT
             ready.clear()
             taken = []
             while self._events:  # append and popleft are atomic: nothing is lost

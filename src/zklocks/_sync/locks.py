@@ -1,45 +1,36 @@
 """The sync lock classes: ``Lock`` (every kind) and ``ReadWriteLock``.
 
-They hold no lock rule: acquire builds a spec, runs the flow on the client's session with
-the sync driver, and wraps the grant in a ``Lease``; the holdings table answers "does
-this thread hold it". Each thread that acquires is its own contender.
+They hold no lock rule and no bookkeeping: each method runs its operation
+(``zklocks._frontend.operations``, shared with the asyncio classes) with the sync driver.
+Each thread that acquires is its own contender.
 """
 
 from __future__ import annotations
 
-import logging
+import functools
 import threading
-import time
-from types import TracebackType
-from typing import Literal, Protocol, overload
+from typing import Literal, overload
 
-from zklocks._core import events as _events
-from zklocks._core import flow as _flow
-from zklocks._core import revoke as _revoke
 from zklocks._core import validate as _validate
-from zklocks._core.contenders import Contender, list_contenders
-from zklocks._core.errors import LockError, LockLost
-from zklocks._core.lease import Lease
-from zklocks._core.steps import await_children_change
-from zklocks._frontend.holdings import LockConfig, LockCore
+from zklocks._core.contenders import Contender
+from zklocks._core.lease import Lease, Scheduler
+from zklocks._frontend import operations
+from zklocks._frontend.holdings import Host, LockConfig, LockCore, PairCore
+from zklocks._frontend.operations import Operation
 from zklocks._sync import driver
 from zklocks._sync.session import SyncSession
 
-log = logging.getLogger("zklocks.lock")
 
+class _Threads:
+    """The sync client's way of running things apart: the session's thread and timers."""
 
-class LockHost(Protocol):
-    """What a lock needs of the client that made it (the client satisfies it).
+    @staticmethod
+    def timer(session: SyncSession) -> Scheduler:
+        return session.call_later
 
-    Named here, not imported, so the client may import its lock classes and not the
-    other way round.
-    """
-
-    def _session_or_raise(self) -> SyncSession: ...
-
-    def _session_or_none(self) -> SyncSession | None: ...
-
-    def _watch_lease(self, acquired: _flow.Acquired) -> Lease: ...
+    @staticmethod
+    def spawn(session: SyncSession, operation: Operation[None]) -> None:
+        session.in_background(functools.partial(driver.run, operation, session))
 
 
 class Lock(LockCore[Lease]):
@@ -53,9 +44,8 @@ class Lock(LockCore[Lease]):
 
     _current_owner = staticmethod(threading.get_ident)
 
-    def __init__(self, client: LockHost, config: LockConfig) -> None:
-        super().__init__(config)
-        self._client = client
+    def __init__(self, client: Host[Lease], config: LockConfig) -> None:
+        super().__init__(config, client, _Threads())
 
     @overload
     def acquire(self, timeout: float | None = None, *, blocking: Literal[True] = True) -> Lease: ...
@@ -95,56 +85,10 @@ class Lock(LockCore[Lease]):
 
     def _acquire(self, timeout: float | None, *, blocking: bool) -> Lease | None:
         driver.warn_if_in_event_loop(stacklevel=4)  # the caller of acquire()
-        owner = threading.get_ident()
-        again = self._holdings.reenter(owner)
-        if again is not None:
-            return again
-        self._refuse_if_sibling_held(owner)
-        stale = self._holdings.take_stale(owner)
-        if stale is not None:
-            self._give_up(stale)
-        session = self._client._session_or_raise()
-        # the probe's clock starts first: a timed-out wait then measures >= its timeout
-        probe = _events.AcquireProbe(self.kind, self.path)
-        deadline = None if timeout is None else time.monotonic() + timeout
-        spec = self._config.spec(threading.current_thread().name, deadline, blocking)
-        acquired = driver.run(probe.watch(_flow.acquire(spec)), session)
-        if acquired is None:
-            return None
-        lease = self._client._watch_lease(acquired)
-        lease._label(probe.kind, probe.path)
-        lease._releaser = self._release_lease
-        self._holdings.add(owner, lease)
-        self._equip(
-            lease,
-            session.call_later,
-            lambda: self._take_back(lease, session),
-            lambda: self._look_at(lease, session),
-        )
+        thread = threading.current_thread()
+        operation = operations.acquire(self, thread.ident, thread.name, timeout, blocking)
+        lease: Lease | None = driver.run(operation)
         return lease
-
-    @staticmethod
-    def _look_at(lease: Lease, session: SyncSession) -> None:
-        """Read our node's data on a thread apart (a watch may call this on the client's
-        event thread) and hand it to the lease, which looks for a revoke request."""
-        session.in_background(
-            lambda: lease._data_seen(driver.run(_revoke.read_data(lease.node), session))
-        )
-
-    def _take_back(self, lease: Lease, session: SyncSession) -> None:
-        """``max_hold`` made ``lease`` lost: delete its node on a thread apart (this runs
-        on the client's event thread), by name and token, so a later holder of the
-        one-node lock is never touched. The holder's own release later finds it gone."""
-
-        def delete() -> None:
-            try:
-                driver.run(_flow.release(lease.node, lease.token), session)
-            except LockError as error:
-                log.warning(
-                    "%s: could not delete %s after max_hold: %s", self.path, lease.node, error
-                )
-
-        session.in_background(delete)
 
     def release(self) -> None:
         """Release the calling thread's hold (``NotHeld`` if it holds none).
@@ -153,24 +97,14 @@ class Lock(LockCore[Lease]):
         raise: the caller learns of the loss from the lease (or from leaving ``with``).
         ``lease.release()`` releases a given lease from any thread.
         """
-        lease = self._holdings.leave(threading.get_ident())
-        if lease is not None:
-            self._give_up(lease)
+        driver.run(operations.release(self, threading.get_ident()))
 
     def _release_lease(self, lease: Lease, if_held: bool) -> None:
         """``lease.release()``: one release of whichever thread holds ``lease``."""
-        last = self._holdings.leave_lease(lease, if_held=if_held)
-        if last is not None:
-            self._give_up(last)
+        driver.run(operations.release_lease(self, lease, if_held))
 
-    def _give_up(self, lease: Lease) -> None:
-        # once lost (our node deleted by someone, say), whoever holds ``lock`` now may
-        # not be us: the one-node release then reads the node before deleting it
-        owner = 0 if lease.lost else lease.owner
-        lease._end()
-        session = self._client._session_or_none()
-        if session is not None:
-            driver.run(_flow.release(lease.node, lease.token, owner), session)
+    def _adopt(self, lease: Lease) -> None:
+        lease._releaser = self._release_lease
 
     def contenders(self) -> list[Contender]:
         """Every contender under the path: holders first, then waiters in line order.
@@ -178,8 +112,7 @@ class Lock(LockCore[Lease]):
         ``ClientClosed`` if the client is not started or was stopped; ``LockError`` if
         ZooKeeper refused the listing.
         """
-        session = self._client._session_or_raise()
-        result: list[Contender] = driver.run(list_contenders(self.path), session)
+        result: list[Contender] = driver.run(operations.contenders(self))
         return result
 
     def wait_for_change(self, timeout: float | None = None) -> bool:
@@ -189,47 +122,24 @@ class Lock(LockCore[Lease]):
         as ``zklocks status --watch`` redraw on it. ``ClientClosed`` if the client is not
         started or was stopped; ``InvalidArgument`` for a bad ``timeout``.
         """
-        session = self._client._session_or_raise()
-        timeout = _validate.timeout(timeout)
-        deadline = None if timeout is None else time.monotonic() + timeout
-        changed: bool = driver.run(await_children_change(self.path, deadline), session)
+        operation = operations.wait_for_change(self, _validate.timeout(timeout))
+        changed: bool = driver.run(operation)
         return changed
 
     def __enter__(self) -> Lease:
         return self.acquire()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        lease = self.lease
-        self.release()
-        if exc is None and lease is not None and lease.lost:
-            raise LockLost(f"{self.path}: the lease was lost while held ({lease.lost_reason})")
+    def __exit__(self, *exc_info: object) -> None:
+        driver.run(operations.leave(self, threading.get_ident(), exc_info[1] is not None))
 
 
-class ReadWriteLock:
+class ReadWriteLock(PairCore[Lock]):
     """Shared reads, exclusive writes, one queue: ``.read`` and ``.write`` are locks.
 
     A reader waits only for the nearest earlier writer; a writer for its immediate
     predecessor; a reader queued behind a waiting writer waits (writers never starve).
     """
 
-    def __init__(self, read: Lock, write: Lock) -> None:
-        self.read = read
-        self.write = write
-        read._sibling = write
-        write._sibling = read
-
-    @property
-    def path(self) -> str:
-        return self.read.path
-
     def contenders(self) -> list[Contender]:
         """Readers and writers in one queue: holders first, then waiters in line order."""
         return self.read.contenders()
-
-    def __repr__(self) -> str:
-        return f"<ReadWriteLock {self.path}>"

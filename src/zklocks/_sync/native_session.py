@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+from zklocks._core import events as _events
 from zklocks._core.errors import InvalidArgument
 from zklocks._core.ops import TIMED_OUT, GetData, Reply, Request
 from zklocks._core.threads import background_thread
@@ -43,6 +44,11 @@ from zklocks._vocabulary import SessionState, StateListener, Watcher, WatchEvent
 
 T = TypeVar("T")
 _JOIN_APART = 5.0  # how long close() waits for each cleanup thread (they end at once)
+
+
+def _requests_meter() -> _events.Sink | None:
+    """Where the connection counts requests: the metrics sink, once one is enabled."""
+    return _events.sink
 
 
 class _Latch:
@@ -221,6 +227,7 @@ class NativeSession:
             sasl=sasl,
         )
         self._connection.thread_writes = True  # callers write their own requests
+        self._connection.meter = _requests_meter  # count requests once metrics are enabled
         self._connect_timeout = connect_timeout
         self._loop = asyncio.new_event_loop()
         self._thread = background_thread(self._loop.run_forever, "zklocks-connection")

@@ -13,15 +13,14 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from zklocks._core.errors import ConnectionFailed
-from zklocks._core.ops import Reply, Request
+from zklocks._errors import ConnectionFailed
 from zklocks._protocol.errors import ConnectionFailedError, ZooKeeperError
 from zklocks._transport.connection import Connection
 from zklocks._vocabulary import SessionFacts, SessionState, Watcher
 
 
 def submit_all(
-    connection: Connection, requests: Sequence[Request], watcher: Watcher | None
+    connection: Connection, requests: Sequence[object], watcher: Watcher | None
 ) -> list[asyncio.Future[Any]]:
     """Submit back to back (pipelined, one write); call on the loop thread."""
     if len(requests) == 1:
@@ -29,12 +28,12 @@ def submit_all(
     return connection.submit_many(requests, watcher=watcher)
 
 
-def reply_of(future: asyncio.Future[Any]) -> Reply:
-    """A done future as a flow reply: its value, or its ZooKeeper error as an instance."""
+def reply_of(future: asyncio.Future[Any]) -> Any:
+    """A done future as a flow reply (``_core.ops.Reply``, which the transport does not
+    import): its value, or its ZooKeeper error as an instance."""
     error = future.exception()
     if error is None:
-        result: Reply = future.result()
-        return result
+        return future.result()
     if isinstance(error, ZooKeeperError):
         return error
     raise error

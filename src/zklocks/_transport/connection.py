@@ -3,40 +3,37 @@
 Theory of operation
 -------------------
 One ``Connection`` keeps one ZooKeeper session alive over successive TCP (or TLS)
-connections. The protocol core decides what bytes mean; this module owns everything
-that needs a clock, a socket or a callback:
+connections. The protocol core decides what bytes mean; the connection and the objects
+it is made of own everything that needs a clock, a socket or a callback:
 
-* **Pipelining.** ``submit()`` encodes the request and writes it at once; the future is
-  resolved when its reply arrives (ZooKeeper answers in order). It must be called on the
-  loop's thread.
-* **Other threads.** ``submit_from_thread()`` lets a blocking caller write its own
-  requests (no hand-off to the loop per call) while the loop thread goes on reading
-  every reply: on an established plain-TCP connection with nothing queued or buffered
-  ahead, else it declines and the caller uses the loop. Every write and every change
-  to the session's in-flight FIFO holds ``_send_lock``, so the wire's order is the
-  FIFO's. One caller writes at a time, outside the lock; callers (and the loop) that
-  come meanwhile append to an outbox it sends next. Callers write to a duplicate of
-  the socket, closed under that lock before the transport's own (by the writing
-  caller, when one is in its send), so no thread writes to a reused descriptor number.
-* **Liveness.** Once connected, a ping goes out whenever nothing was sent for a third of
-  the negotiated session timeout; if nothing at all is *received* for two thirds of it,
-  the connection is declared dead and dropped (a silent peer or a stalled network looks
-  exactly like that). One timer handles both; it is not re-armed per packet.
+* ``Outgoing`` (``outgoing.py``): the live wire, requests waiting for one, pipelined
+  writes; with ``DirectWriter`` (``direct.py``), the sync client's callers' threads
+  writing their own requests.
+* ``Opener`` (``opener.py``): dial, handshake and log in, one attempt at a time, with a
+  ``Dialer`` (``dialer.py``): which host next, how long to give it, why it failed (said
+  once per host, in words from ``diagnose.py``); definite failures end ``start()``.
+* ``Liveness`` (``liveness.py``): pings, dropping a silent connection, and the lease's
+  renewing syncs on one timer.
+* ``LeaseProofs`` (``lease_proofs.py``): the lease rule (``lease_rule.py``) and the
+  tickTime it needs.
+* ``auth.py``: the SASL exchange after every handshake, and refusals that end for good.
+* ``notices.py``: watch events, session ends and failed requests told to their waiters.
+
+This module holds the session's life: start, the supervisor that reconnects, the bytes
+that come in, and close.
+
 * **States.** ``CONNECTING`` (before the first session) -> ``CONNECTED`` ->
   ``SUSPENDED`` (connection lost, session maybe alive) -> ``CONNECTED`` (same session)
   or ``LOST`` (the session expired) -> ``CONNECTED`` (a new session). ``CLOSED`` is
   final. Listeners hear every transition, on the loop thread.
 * **Reconnecting.** On a drop, every request in flight fails with
   ``ConnectionLossError`` (the server may or may not have applied it; the caller
-  decides); requests submitted meanwhile wait in a queue. Hosts are tried in turn
-  (shuffled once at start), starting with the one after the host that failed, each
-  attempt bounded by ``connect_timeout`` and by a share of the time left, so a member
-  that accepts TCP and never answers cannot use it all. A connection that died young
+  decides); requests submitted meanwhile wait in a queue. A connection that died young
   is followed by a capped, jittered, doubling backoff (a broken server must not cost a
-  reconnect per round trip). On the new connection the session is resumed
-  with its id, password and last zxid; then (with ``sasl=``) the SASL exchange runs to
-  completion, auth is re-sent and every watch restored with setWatches before the queue
-  is flushed. A SASL login the server refuses, or a server that requires one we do not
+  reconnect per round trip). On the new connection the session is resumed with its id,
+  password and last zxid; then (with ``sasl=``) the SASL exchange runs to completion,
+  auth is re-sent and every watch restored with setWatches before the queue is
+  flushed. A SASL login the server refuses, or a server that requires one we do not
   make (``enforce.auth.enabled``), ends the connection for good: retrying cannot help.
 * **Expiry.** The session is LOST when a server says so during the handshake, or when
   a full session timeout has passed since the last answered request was sent without a
@@ -58,21 +55,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import random
-import socket
 import ssl as _ssl
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from zklocks._core import events as _events
-from zklocks._core import security as _security
-from zklocks._core.ops import Created, NodeData
 from zklocks._protocol import codec
-from zklocks._protocol.constants import DEFAULT_MAX_BUFFER, AddWatchMode, EventType
+from zklocks._protocol.constants import DEFAULT_MAX_BUFFER
 from zklocks._protocol.errors import (
     AuthFailedError,
     ClientClosedError,
@@ -84,20 +75,6 @@ from zklocks._protocol.errors import (
     ZooKeeperError,
 )
 from zklocks._protocol.records import (
-    ACL,
-    OPEN_ACL_UNSAFE,
-    AddWatch,
-    Create,
-    Delete,
-    Exists,
-    GetChildren,
-    GetData,
-    GetSASLRequest,
-    Multi,
-    MultiOp,
-    SetData,
-    SetSASLResponse,
-    Stat,
     Sync,
 )
 from zklocks._protocol.session import (
@@ -108,96 +85,25 @@ from zklocks._protocol.session import (
     Reply,
     Session,
 )
-from zklocks._transport import diagnose as _diagnose
 from zklocks._transport import forks as _forks
 from zklocks._transport import lease_rule as _lease_rule
-from zklocks._transport.sasl import SASL, SaslFailed
-from zklocks._transport.server_conf import learn_timing
-from zklocks._vocabulary import SessionState, StateListener, Watcher, WatchEvent, WatchKind
+from zklocks._transport import notices as _notices
+from zklocks._transport.auth import auth_refused, auth_required, credentials_answered
+from zklocks._transport.dialer import Dialer
+from zklocks._transport.lease_proofs import LeaseProofs
+from zklocks._transport.liveness import Liveness
+from zklocks._transport.opener import Opener, session_timeout_of
+from zklocks._transport.outgoing import Outgoing, RequestMeter
+from zklocks._transport.probe import ask_server
+from zklocks._transport.sasl import SASL
+from zklocks._transport.wire import Wire
+from zklocks._vocabulary import SessionState, StateListener, Watcher
 
 __all__ = ["Connection"]
 
-# the wire's event types in the shared vocabulary (a session end is told separately)
-_KINDS: dict[int, WatchKind] = {
-    EventType.CREATED.value: WatchKind.CREATED,
-    EventType.DELETED.value: WatchKind.DELETED,
-    EventType.CHANGED.value: WatchKind.CHANGED,
-    EventType.CHILD.value: WatchKind.CHILD,
-}
-_ENDS = {SessionState.LOST: WatchKind.SESSION_LOST, SessionState.CLOSED: WatchKind.CLOSED}
-
 log = logging.getLogger("zklocks.connection")
 
-# how a refused SASL step is named to people (ZooKeeper's own code names)
-_REFUSALS: dict[type[BaseException], str] = {
-    AuthFailedError: "AUTH_FAILED",
-    SessionClosedRequireSaslAuthError: "SESSION_CLOSED_REQUIRE_SASL_AUTH",
-}
 _CLOSE_REPLY_TIMEOUT = 2.0  # how long close() waits for the closeSession answer
-_BACKOFF_MIN = 0.02
-_BACKOFF_MAX = 1.0
-_LEARN_TIMING_TIMEOUT = 1.0  # at most this of start() asking the server for tickTime
-
-
-class _Wire(asyncio.Protocol):
-    """One TCP/TLS connection; hands every byte to its ``Connection``."""
-
-    def __init__(self, owner: Connection, loop: asyncio.AbstractEventLoop) -> None:
-        self.owner = owner
-        self.transport: asyncio.Transport | None = None
-        self.handshake: asyncio.Future[Established | Expired] = loop.create_future()
-        self.lost: asyncio.Future[None] = loop.create_future()
-        self.foreign: bytes | None = None  # what a peer that is not ZooKeeper sent
-        self.error: Exception | None = None  # why it ended, when the transport said
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
-
-    def data_received(self, data: bytes) -> None:
-        self.owner._data_received(self, data)
-
-    def eof_received(self) -> bool:
-        return False  # the server hung up: close our side too
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.owner._stop_direct(self)
-        self.error = exc
-        if not self.handshake.done():
-            self.handshake.set_exception(ConnectionLossError("connection closed in handshake"))
-            self.handshake.exception()  # retrieved: nobody may be waiting any more
-        if not self.lost.done():
-            self.lost.set_result(None)
-
-    def abort(self) -> None:
-        self.owner._stop_direct(self)
-        if self.transport is not None:
-            self.transport.abort()
-
-
-async def _speaks_tls(host: str, port: int, timeout: float) -> bool:
-    """Whether ``host:port`` answers a TLS ClientHello with TLS (its certificate unchecked:
-    only the protocol is asked). A TLS-only ZooKeeper port hangs up on a plaintext
-    handshake without a byte, exactly as a member without quorum does; this tells them
-    apart."""
-    context = _ssl.SSLContext(_ssl.PROTOCOL_TLS_CLIENT)
-    context.check_hostname = False
-    context.verify_mode = _ssl.CERT_NONE
-    try:
-        _reader, writer = await asyncio.wait_for(
-            asyncio.open_connection(host, port, ssl=context), timeout
-        )
-    except _ssl.SSLError as exc:
-        # an alert is TLS too (a server that wants a client certificate, say)
-        return not isinstance(exc, _ssl.SSLEOFError | _ssl.SSLZeroReturnError) and (
-            "WRONG_VERSION_NUMBER" not in str(exc).upper()
-        )
-    except (OSError, asyncio.TimeoutError):
-        return False
-    writer.close()
-    with contextlib.suppress(Exception):
-        await writer.wait_closed()
-    return True
 
 
 class Connection:
@@ -220,10 +126,8 @@ class Connection:
         addresses, chroot = codec.parse_hosts(hosts)
         if randomize_hosts:
             random.shuffle(addresses)
-        self._addresses = addresses
         self._ssl = ssl
         self._sasl = sasl
-        self._connect_timeout = connect_timeout
         self._session = Session(
             timeout_ms=int(session_timeout * 1000),
             chroot=chroot,
@@ -232,44 +136,13 @@ class Connection:
         )
         self._state = SessionState.CONNECTING
         self._listeners: list[StateListener] = []
-        self._queue: deque[tuple[object, asyncio.Future[Any], Watcher | None]] = deque()
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._wire: _Wire | None = None  # the established connection, if any
-        self._attempt: _Wire | None = None  # the connection being set up, if any
-        self._abandoned: set[_Wire] = set()  # aborted attempts whose sockets are closing
-        self._transport: asyncio.Transport | None = None
-        self._host_index = 0
         self._task: asyncio.Task[None] | None = None
         self._started: asyncio.Future[None] | None = None
-        self._closing = False
         self._closed_event: asyncio.Event | None = None
-        self._timer: asyncio.TimerHandle | None = None
-        self._last_recv = 0.0
-        self._last_send = 0.0
-        self._ping_interval = session_timeout / 3
-        self._read_timeout = session_timeout * 2 / 3
+        self._liveness = Liveness(session_timeout)
         self._closer: asyncio.Task[None] | None = None
-        self.last_answered_sent: float | None = None
-        self.last_host: str | None = None
-        self._failures: dict[str, str] = {}  # host -> why it first failed (this outage)
-        self._reported: set[tuple[str, str]] = set()  # (host, kind of failure) logged
-        self._refusals: set[str] = set()  # hosts that refused us (TLS), this outage
-        self._tls_ports: dict[str, bool] = {}  # host -> answers TLS (asked once, at start)
-        # The lease rule (see ``lease_sent``). Until start() has learnt whether the server
-        # is one of an ensemble, and its tickTime, assume the worst ZooKeeper allows.
-        self._clock_drift = clock_drift
-        self._timing = (
-            None if tick_time is None else _lease_rule.Timing(tick_time, "tick_time option")
-        )
-        self._rule: _lease_rule.LeaseRule = _lease_rule.for_ensemble(
-            session_timeout,
-            clock_drift,
-            self._timing or _lease_rule.assumed_timing(session_timeout),
-        )
-        self._last_renewal = 0.0  # when the last renewing sync was sent
-        self._address: tuple[str, int] | None = None  # the member of the last handshake
-        self._reconnect_backoff = _BACKOFF_MIN
-        self._connected_at = 0.0
+        self._proofs = LeaseProofs(session_timeout, clock_drift, tick_time)  # ``lease_sent``
         self.ensemble: bool | None = None  # None: not known (yet)
         self.chroot_exists: bool | None = None  # None: no chroot, or not known
         # Sending from callers' threads (``submit_from_thread``): every write and every
@@ -277,15 +150,19 @@ class Connection:
         # happens under this lock, so the wire order is the order of the in-flight FIFO.
         self._send_lock = threading.RLock()
         self.thread_writes = False  # set by a blocking front end before start()
-        self._direct: socket.socket | None = None  # a dup of the live plain-TCP socket
-        self._direct_wire: _Wire | None = None
-        # The rest of a caller's partial write: the loop writes it before anything else.
-        self._rest: bytes | None = None
-        # Frames made while another caller is writing: that writer sends them too, in
-        # order, so callers never wait on each other's send syscall.
-        self._outbox: list[bytes] = []
-        self._writing = False  # a caller is sending to ``_direct`` outside the lock
-        self._retired: list[socket.socket] = []  # stopped while written to: close later
+        self._out = Outgoing(self._session, self._send_lock, self._liveness, self._loop_or_running)
+        self._writer = self._out.writer
+        dialer = Dialer(addresses, ssl, connect_timeout)
+        self._opener = Opener(
+            self._session,
+            self._out,
+            self._liveness,
+            self._proofs,
+            dialer,
+            sasl,
+            self._data_received,
+            self._expired,
+        )
 
     # ------------------------------------------------------------ public state
 
@@ -300,8 +177,18 @@ class Connection:
     @property
     def session_timeout(self) -> float:
         """The negotiated session timeout in seconds (the requested one before that)."""
-        ms = self._session.timeout_ms or self._session.requested_timeout_ms
-        return ms / 1000
+        return session_timeout_of(self._session)
+
+    @property
+    def last_answered_sent(self) -> float | None:
+        """When the most recently answered request (pings and the handshake included) was
+        sent (``time.monotonic()``): the server heard from us no earlier than that."""
+        return self._proofs.last_answered_sent
+
+    @property
+    def last_host(self) -> str | None:
+        """``host:port`` of the server of the last session made (None: none yet)."""
+        return self._opener.last_host
 
     @property
     def session_password(self) -> bytes:
@@ -314,21 +201,18 @@ class Connection:
     @property
     def lease_rule(self) -> _lease_rule.LeaseRule:
         """The rule that keeps ``lease_sent`` (``Standalone`` or, on an ensemble, a chain)."""
-        return self._rule
+        return self._proofs.rule
 
     @property
     def timing(self) -> _lease_rule.Timing | None:
         """The servers' tickTime as given or learnt (``timing.assumed``: neither); None on
         a standalone server."""
-        if not self.ensemble:
-            return None
-        rule = self._rule
-        return rule.timing if isinstance(rule, _lease_rule.SyncChain) else self._timing
+        return self._proofs.timing() if self.ensemble else None
 
     @property
     def lease_lagging(self) -> bool:
         """Can the lease run out while connected (an ensemble)? Then a timer watches it."""
-        return self._rule.lagging
+        return self._proofs.rule.lagging
 
     @property
     def lease_sent(self) -> float | None:
@@ -340,12 +224,12 @@ class Connection:
         leader's pings): only a chain of syncs proves what the leader counted. See
         ``lease_rule.py`` and docs/locks.md, "What lost means".
         """
-        return self._rule.lease_sent()
+        return self._proofs.rule.lease_sent()
 
     @property
     def hosts(self) -> list[str]:
         """``host:port`` of every server, in the order they are tried."""
-        return [f"{host}:{port}" for host, port in self._addresses]
+        return [f"{host}:{port}" for host, port in self._opener.dialer.addresses]
 
     def add_state_listener(self, fn: StateListener) -> Callable[[], None]:
         """Call ``fn(state)`` on every state change (on the loop thread); returns a remover."""
@@ -383,17 +267,17 @@ class Connection:
 
         Idempotent. Waits up to two seconds for the server to confirm the closeSession.
         """
-        if self._closing:
+        if self._out.closing:
             if self._closed_event is not None:
                 await self._closed_event.wait()
             return
-        self._closing = True
-        wire = self._wire
+        self._out.closing = True
+        wire = self._out.wire
         if wire is not None and self._session.connected:
             closing = self._loop_or_running().create_future()
             try:
                 with self._send_lock:
-                    self._write(self._session.close_session((closing, time.monotonic())))
+                    self._out.write(self._session.close_session((closing, time.monotonic())))
                 await asyncio.wait_for(asyncio.shield(closing), _CLOSE_REPLY_TIMEOUT)
             except (ZooKeeperError, asyncio.TimeoutError, OSError) as exc:
                 log.debug("closeSession not confirmed: %r", exc)
@@ -404,28 +288,27 @@ class Connection:
         task = self._task
         if task is not None and not task.done():
             task.cancel()
-        for w in (self._wire, self._attempt):
+        for w in (self._out.wire, self._opener.attempt):
             if w is not None:
-                await self._hang_up(w)
+                await w.hang_up()
         if task is not None:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        for w in (self._wire, self._attempt):
+        for w in (self._out.wire, self._opener.attempt):
             if w is not None:
-                await self._hang_up(w)
-        if self._abandoned:
-            await asyncio.wait([w.lost for w in self._abandoned], timeout=1.0)
-        self._wire = self._attempt = None
-        self._transport = None
-        self._cancel_timer()
+                await w.hang_up()
+        if self._opener.abandoned:
+            await asyncio.wait([w.lost for w in self._opener.abandoned], timeout=1.0)
+        self._out.wire = self._opener.attempt = None
+        self._liveness.cancel()
         error = ClientClosedError("the connection was closed")
         with self._send_lock:
             in_flight = self._session.disconnect()
-        self._fail(in_flight, error)
-        self._fail_queue(error)
+        _notices.fail(in_flight, error)
+        _notices.fail_queue(self._out.queue, error)
         watchers = self._session.watches.drain()
         self._set_state(SessionState.CLOSED)
-        self._notify_all(watchers, SessionState.CLOSED)
+        _notices.notify_all(watchers, SessionState.CLOSED)
         if self._started is not None and not self._started.done():
             self._started.set_exception(ClientClosedError("closed before a session was made"))
             self._started.exception()
@@ -437,10 +320,10 @@ class Connection:
         again, and let go of the child's copies of its sockets without a byte sent (see
         ``forks``). No closeSession, no listener, no lock (one held by a thread of the
         parent at the fork stays held here)."""
-        self._closing = True  # anything submitted from now on fails with ClientClosedError
+        self._out.closing = True  # anything submitted from now on fails with ClientClosedError
         self._state = SessionState.CLOSED
-        sockets: list[Any] = [self._direct, *self._retired]
-        for wire in (self._wire, self._attempt, *self._abandoned):
+        sockets: list[Any] = list(self._writer.sockets())
+        for wire in (self._out.wire, self._opener.attempt, *self._opener.abandoned):
             if wire is not None and wire.transport is not None:
                 sockets.append(wire.transport.get_extra_info("socket"))
         # the socket objects stay as they are (closing one later closes /dev/null)
@@ -448,18 +331,6 @@ class Connection:
 
     def _loop_or_running(self) -> asyncio.AbstractEventLoop:
         return self._loop or asyncio.get_running_loop()
-
-    async def _hang_up(self, wire: _Wire) -> None:
-        transport = wire.transport
-        if transport is None:
-            return
-        transport.close()
-        try:
-            await asyncio.wait_for(asyncio.shield(wire.lost), 1.0)
-        except asyncio.TimeoutError:
-            transport.abort()
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(asyncio.shield(wire.lost), 1.0)
 
     # ------------------------------------------------------------ requests
 
@@ -472,70 +343,16 @@ class Connection:
         ``watcher`` sets a watch (exists/getData: data watch; getChildren: child watch;
         AddWatch: a persistent watch) and is called on the loop thread when it fires.
         """
-        loop = self._loop or asyncio.get_running_loop()
-        future: asyncio.Future[Any] = loop.create_future()
-        if self._closing:
-            future.set_exception(ClientClosedError())
-        elif self._wire is not None and not self._queue:
-            self._send(request, future, watcher)
-        else:
-            self._queue.append((request, future, watcher))
-        return future
+        return self._out.submit(request, watcher)
 
     def submit_many(
         self, requests: Sequence[object], *, watcher: Watcher | None = None
     ) -> list[asyncio.Future[Any]]:
         """``submit`` each request, pipelined, with all their frames in *one* write.
 
-        On loopback a ``send`` costs more than encoding (the kernel delivers into the
-        server inside the syscall), so a lock's ``create`` + ``getChildren`` leave
-        together. ``watcher`` applies to every request that can carry a watch.
+        ``watcher`` applies to every request that can carry a watch.
         """
-        if self._wire is None or self._queue:
-            return [self.submit(request, watcher=watcher) for request in requests]
-        loop = self._loop or asyncio.get_running_loop()
-        now = time.monotonic()
-        futures: list[asyncio.Future[Any]] = []
-        frames: list[bytes] = []
-        sink = _events.sink
-        with self._send_lock:
-            for request in requests:
-                if sink is not None:
-                    sink.request(request)
-                future: asyncio.Future[Any] = loop.create_future()
-                futures.append(future)
-                try:
-                    frames.append(self._session.request(request, (future, now), watcher))
-                except (ZooKeeperError, TypeError, ValueError) as exc:
-                    future.set_exception(exc)
-            if frames:
-                self._write(b"".join(frames))
-        return futures
-
-    def _send(self, request: object, future: asyncio.Future[Any], watcher: Watcher | None) -> None:
-        if _events.sink is not None:
-            _events.sink.request(request)
-        with self._send_lock:
-            try:
-                frame = self._session.request(request, (future, time.monotonic()), watcher)
-            except (ZooKeeperError, TypeError, ValueError) as exc:
-                future.set_exception(exc)
-                return
-            self._write(frame)
-
-    def _write(self, frame: bytes) -> None:
-        """Write on the loop thread, holding ``_send_lock`` (with the frame's making)."""
-        self._last_send = time.monotonic()
-        transport = self._transport
-        assert transport is not None
-        if self._writing and self._direct_wire is self._wire:
-            self._outbox.append(frame)  # after what the writing caller is sending
-            return
-        if self._rest is not None:
-            self._write_rest(self._wire)  # a caller's partial write ends first
-        transport.write(frame)
-
-    # ------------------------------------------------------------ from other threads
+        return self._out.submit_many(requests, watcher)
 
     def submit_from_thread(
         self, requests: Sequence[object], tokens: Sequence[Any], watcher: Watcher | None
@@ -549,171 +366,27 @@ class Connection:
         queued or buffered before it; otherwise nothing is sent and the caller goes
         through the loop (``submit``), which keeps every other case as it was.
         """
-        with self._send_lock:
-            sock = self._direct
-            transport = self._transport
-            if (
-                sock is None
-                or transport is None
-                or self._closing
-                or self._queue
-                or self._rest is not None
-                or not self._session.connected
-                or transport.get_write_buffer_size()
-            ):
-                return False
-            wire = self._wire
-            try:
-                now = time.monotonic()
-                sink = _events.sink
-                frames: list[bytes] = []
-                for request, token in zip(requests, tokens, strict=True):
-                    if sink is not None:
-                        sink.request(request)
-                    try:
-                        frames.append(self._session.request(request, (token, now), watcher))
-                    except (ZooKeeperError, TypeError, ValueError) as exc:
-                        token.set_exception(exc)
-                if not frames:
-                    return True
-                self._last_send = now
-                if self._writing:
-                    self._outbox.extend(frames)
-                    return True  # the writing caller sends ours after its own
-                self._writing = True
-            except BaseException:
-                self._broken_write(wire, writer=False)
-                raise
-        try:
-            self._send_outbox(sock, b"".join(frames) if len(frames) > 1 else frames[0], wire)
-        except BaseException:
-            self._broken_write(wire, writer=True)
-            raise
-        return True
+        return self._out.submit_from_thread(requests, tokens, watcher)
 
-    def _broken_write(self, wire: _Wire | None, *, writer: bool) -> None:
-        """Something (Ctrl-C, in the main thread) interrupted a caller between numbering
-        its requests and sending them: the stream may be torn, so the connection is
-        dropped and every request in flight fails as on any drop."""
-        if writer:
-            with self._send_lock:
-                self._outbox.clear()
-                self._stop_writing()
-        with contextlib.suppress(RuntimeError):  # the loop is closed: nothing to drop
-            self._loop_or_running().call_soon_threadsafe(self._abort_direct, wire)
+    @property
+    def meter(self) -> Callable[[], RequestMeter | None]:
+        """Where requests are counted now (None: nowhere); set by the front end."""
+        return self._out.meter
 
-    def _send_outbox(self, sock: socket.socket, data: bytes, wire: _Wire | None) -> None:
-        """As the writing caller: send ``data``, then what the outbox gathered meanwhile,
-        until it is empty; outside the lock, so other callers only add to the outbox."""
-        while True:
-            try:
-                sent = sock.send(data)
-            except (BlockingIOError, InterruptedError):
-                sent = 0
-            except OSError as exc:
-                # The connection is broken: the loop drops it, and the requests in
-                # flight (these too) fail with ConnectionLossError, as if sent.
-                log.debug("direct send failed: %r", exc)
-                with self._send_lock:
-                    self._outbox.clear()
-                    self._stop_writing()
-                self._loop_or_running().call_soon_threadsafe(self._abort_direct, wire)
-                return
-            with self._send_lock:
-                if sent < len(data):  # the socket buffer is full: the loop writes the rest
-                    if self._direct is sock:
-                        self._rest = data[sent:] + b"".join(self._outbox)
-                        self._loop_or_running().call_soon_threadsafe(self._write_rest, wire)
-                    self._outbox.clear()
-                    self._stop_writing()
-                    return
-                outbox = self._outbox
-                if not outbox or self._direct is None:
-                    outbox.clear()  # stopped: those requests fail with the connection
-                    self._stop_writing()
-                    return
-                sock = self._direct
-                data = b"".join(outbox) if len(outbox) > 1 else outbox[0]
-                outbox.clear()
-                wire = self._wire
-
-    def _stop_writing(self) -> None:
-        """Holding ``_send_lock``: no caller writes now; close a socket stopped meanwhile."""
-        self._writing = False
-        retired, self._retired = self._retired, []
-        for sock in retired:
-            sock.close()
-
-    def _write_rest(self, wire: _Wire | None) -> None:
-        """On the loop: the rest of a caller's partial write, unless written already (the
-        loop's next write sends it first) or its connection is gone."""
-        with self._send_lock:
-            rest, self._rest = self._rest, None
-            transport = self._transport
-            if rest is not None and wire is not None and wire is self._wire and transport:
-                self._last_send = time.monotonic()
-                transport.write(rest)
-
-    def _abort_direct(self, wire: _Wire | None) -> None:
-        if wire is not None and wire is self._wire:
-            wire.abort()
-
-    def _start_direct(self, wire: _Wire) -> None:
-        """Let callers' threads write to ``wire`` (plain TCP only: a TLS object is not
-        safe to write from one thread while another reads). A duplicate of the socket:
-        closed under ``_send_lock`` before the transport's own, so a thread never writes
-        to a descriptor number the loop has closed and reused."""
-        if not self.thread_writes or self._ssl is not None or wire.transport is None:
-            return
-        raw = wire.transport.get_extra_info("socket")
-        if raw is None:
-            return
-        # Dead at birth: bytes read with the handshake's answer broke the protocol (a
-        # reply nobody asked for), and the wire was aborted, its socket closed, before
-        # it got here. That, or any failure to duplicate the socket, is a dropped
-        # connection like any other: the supervisor sees ``lost`` and reconnects.
-        if wire.transport.is_closing():
-            return
-        try:
-            direct = socket.socket(fileno=os.dup(raw.fileno()))
-        except Exception:
-            log.warning(
-                "cannot write to %s from callers' threads; dropping the connection",
-                self.last_host,
-                exc_info=True,
-            )
-            wire.abort()
-            return
-        with self._send_lock:
-            self._stop_direct_locked()
-            self._direct, self._direct_wire = direct, wire
-
-    def _stop_direct(self, wire: _Wire) -> None:
-        with self._send_lock:
-            if self._direct_wire is wire:
-                self._stop_direct_locked()
-
-    def _stop_direct_locked(self) -> None:
-        direct, self._direct, self._direct_wire = self._direct, None, None
-        self._rest = None
-        self._outbox.clear()
-        if direct is None:
-            return
-        if self._writing:  # a caller may be in its send: it closes the socket after
-            self._retired.append(direct)
-        else:
-            direct.close()
+    @meter.setter
+    def meter(self, meter: Callable[[], RequestMeter | None]) -> None:
+        self._out.meter = meter
 
     # ------------------------------------------------------------ incoming bytes
 
-    def _data_received(self, wire: _Wire, data: bytes) -> None:
-        if wire is not self._wire and wire is not self._attempt:
+    def _data_received(self, wire: Wire, data: bytes) -> None:
+        if wire is not self._out.wire and wire is not self._opener.attempt:
             return  # a connection we have given up on
-        self._last_recv = time.monotonic()
+        self._liveness.last_recv = time.monotonic()
         try:
             events = self._session.receive(data)
         except MarshallingError as exc:
-            if wire is self._attempt and wire.foreign is None:
+            if wire is self._opener.attempt and wire.foreign is None:
                 wire.foreign = bytes(data[:64])  # reported once, as "not ZooKeeper"
                 log.debug("not a ZooKeeper answer: %s", exc)
             else:
@@ -725,15 +398,12 @@ class Connection:
         for event in events:
             if type(event) is Reply:
                 future, sent = event.token
-                last = self.last_answered_sent
-                if last is None or sent > last:
-                    self.last_answered_sent = sent
-                self._rule.answered(sent, self._last_recv, event.through_leader)
+                self._proofs.answered(sent, self._liveness.last_recv, event.through_leader)
                 if not event.ok and isinstance(event.value, SessionClosedRequireSaslAuthError):
                     if future is not None and not future.done():
                         future.set_exception(event.value)
                     if self._sasl is None:  # (a login's own refusal is _sasl_login's)
-                        self._end_for_good(wire, self._auth_required())
+                        self._end_for_good(wire, auth_required(self.last_host))
                         return
                     continue
                 if future is None:
@@ -741,7 +411,7 @@ class Connection:
                         # Credentials it accepted before are refused now: like the Java
                         # client's AUTH_FAILED, this is the end of the connection.
                         log.error("the server refused our credentials (AUTH_FAILED); closing")
-                        self._refuse_start(self._auth_refused())
+                        self._refuse_start(auth_refused(self.last_host, self._session.auth))
                         self._drop_refused(wire)
                         self._closer = self._loop_or_running().create_task(self.close())
                         return
@@ -752,31 +422,10 @@ class Connection:
                     else:
                         future.set_exception(event.value)
             elif type(event) is Notification:
-                self._notify(event)
+                _notices.notify(event)
             elif not wire.handshake.done():
                 assert isinstance(event, Established | Expired)
                 wire.handshake.set_result(event)
-
-    def _notify(self, event: Notification) -> None:
-        if not event.watchers:
-            return
-        kind = _KINDS.get(event.event_type)
-        if kind is None:
-            log.warning("unknown watch event type %r on %s", event.event_type, event.path)
-            return
-        watch_event = WatchEvent(kind, event.path)
-        for watcher in event.watchers:
-            try:
-                watcher(watch_event)
-            except Exception:
-                log.exception("watcher %r failed on %r", watcher, watch_event)
-
-    def _notify_all(self, watchers: list[tuple[str, Any]], state: SessionState) -> None:
-        for path, watcher in watchers:
-            try:
-                watcher(WatchEvent(_ENDS[state], path))
-            except Exception:
-                log.exception("watcher %r failed on the %s notice", watcher, state.name)
 
     # ------------------------------------------------------------ states
 
@@ -790,18 +439,6 @@ class Connection:
                 listener(state)
             except Exception:
                 log.exception("state listener %r failed on %s", listener, state.name)
-
-    def _fail(self, tokens: list[Any], error: ZooKeeperError) -> None:
-        for future, _sent in tokens:
-            if future is not None and not future.done():
-                future.set_exception(type(error)(str(error)))
-
-    def _fail_queue(self, error: ZooKeeperError) -> None:
-        queue = self._queue
-        while queue:
-            _request, future, _watcher = queue.popleft()
-            if not future.done():
-                future.set_exception(type(error)(str(error)))
 
     # ------------------------------------------------------------ the supervisor
 
@@ -817,21 +454,23 @@ class Connection:
             if not self._started.done():
                 self._started.set_exception(exc)
             return
-        if self._session.auth and not await self._auth_accepted():
-            return  # _started has the failure; close() is under way
+        if self._session.auth:
+            await credentials_answered(self._session, self._out)
+            if self._started.done():
+                return  # a refusal failed start(); close() is under way
         await self._probe(start_deadline)
         if not self._started.done():
             self._started.set_result(None)
-        while not self._closing:
-            wire = self._wire
+        while not self._out.closing:
+            wire = self._out.wire
             if wire is None:
                 return  # ended for good (refused); close() is under way
             # not `await wire.lost`: cancelling this task must not cancel that future
             await asyncio.wait((wire.lost,))
-            if self._closing:
+            if self._out.closing:
                 return
             self._disconnected(wire)
-            await self._back_off()
+            await self._opener.back_off()
             try:
                 await self._establish(None)
             except ConnectionFailedError as exc:  # a refused SASL login: for good
@@ -839,259 +478,45 @@ class Connection:
                 self._closer = self._loop_or_running().create_task(self.close())
                 return
 
-    async def _back_off(self) -> None:
-        """After a drop: reconnect at once if the connection had lived, else wait.
-
-        A server that answers the handshake and then breaks every connection (a protocol
-        error, a proxy gone wrong) would otherwise cost a reconnect per round trip. The
-        wait is jittered, doubles up to ``_BACKOFF_MAX``, and never outlasts the session.
-        """
-        lived = time.monotonic() - self._connected_at
-        if lived >= self._ping_interval:
-            self._reconnect_backoff = _BACKOFF_MIN
-            return
-        backoff = self._reconnect_backoff
-        self._reconnect_backoff = min(backoff * 2, _BACKOFF_MAX)
-        pause = random.uniform(backoff / 2, backoff)
-        expiry = self._expiry_deadline()
-        if expiry is not None:
-            pause = min(pause, max(expiry - time.monotonic(), 0.0))
-        await asyncio.sleep(pause)
-
     async def _probe(self, deadline: float) -> None:
-        """One round trip after the first handshake: is this an ensemble, is the chroot there?
-
-        ``/zookeeper/config`` lists the members of an ensemble and is empty on a
-        standalone server (which times sessions itself: every answer counts). A server
-        that cannot say (older than 3.5, or no answer in time) is taken for an ensemble,
-        whose tickTime the lease rule then needs (``_learn_timing``).
-        """
-        chroot = self._session.chroot
-        requests: list[tuple[object, str | None]] = [(GetData("/zookeeper/config"), "")]
-        if chroot:
-            requests.append((Exists("/"), None))
-        loop = self._loop_or_running()
-        wire = self._wire
-        assert wire is not None
-        futures: list[asyncio.Future[Any]] = []
-        now = time.monotonic()
-        for request, root in requests:
-            future: asyncio.Future[Any] = loop.create_future()
-            futures.append(future)
-            with self._send_lock:
-                self._write(self._session.request(request, (future, now), None, chroot=root))
-        # Until every answer, a dropped connection or the start deadline.
-        answered = asyncio.gather(*futures, return_exceptions=True)
-        await asyncio.wait(
-            (answered, wire.lost),
-            timeout=max(deadline - time.monotonic(), 0.001),
-            return_when=asyncio.FIRST_COMPLETED,
-        )
-        if not answered.done():
-            answered.cancel()
-            answered.add_done_callback(lambda f: f.cancelled() or f.exception())  # retrieved
-        ok = [f.done() and not f.cancelled() and f.exception() is None for f in futures]
-        results = [f.result() if good else None for f, good in zip(futures, ok, strict=True)]
-        config = results[0]
-        data = config.data if isinstance(config, NodeData) else None
-        self.ensemble = data is None or b"server." in data
-        if not self.ensemble:  # standalone: every answer so far counts
-            rule = _lease_rule.Standalone(self.session_timeout, self._clock_drift)
-            if self.last_answered_sent is not None:
-                rule.connected(self.last_answered_sent, resumed=False)
-            self._rule = rule
-        if chroot and ok[-1]:
-            self.chroot_exists = results[-1] is not None
-        if self.ensemble:
-            await self._learn_timing(deadline)
-
-    async def _learn_timing(self, deadline: float) -> None:
-        """Give the ensemble's lease rule the servers' tickTime: the option, or asked.
-
-        Where nothing answers, the rule keeps the worst case ZooKeeper's defaults allow
-        (safe, but then a lease cannot be kept while connected): said once, at WARNING,
-        with the option that fixes it.
-        """
-        rule = self._rule
-        timing = self._timing
-        if timing is None and self._address is not None:
-            host, port = self._address
-            budget = min(_LEARN_TIMING_TIMEOUT, max(deadline - time.monotonic(), 0.05))
-            timing = await learn_timing(host, port, self._ssl, budget)
-        if timing is None:
-            log.warning(
-                "could not learn the ZooKeeper servers' tickTime from %s (the `conf` "
-                "four-letter word is not allowed and no AdminServer answered on port "
-                "8080); assuming the largest ZooKeeper's defaults allow for a %.3g s "
-                "session (%.3g s), under which a lease on an ensemble cannot be kept while "
-                "connected: pass tick_time=<the servers' tickTime in seconds> (CLI: "
-                "--tick-time or ZKLOCKS_TICK_TIME)",
-                self.last_host,
-                self.session_timeout,
-                _lease_rule.assumed_timing(self.session_timeout).tick,
+        """Standalone or ensemble (the lease rule), and is the chroot there (see probe.py)."""
+        ensemble, chroot_exists = await ask_server(self._session, self._out, deadline)
+        self.ensemble = ensemble
+        if not ensemble:  # standalone: every answer so far counts
+            self._proofs.standalone(self.session_timeout, self.last_answered_sent)
+        if chroot_exists is not None:
+            self.chroot_exists = chroot_exists
+        if ensemble:
+            ssl, host, timeout = self._ssl, self.last_host, self.session_timeout
+            changed = await self._proofs.learn_timing(
+                self._opener.address, ssl, deadline, host, timeout
             )
-            return
-        self._timing = timing
-        if not isinstance(rule, _lease_rule.SyncChain):
-            return  # a planted rule (the nemesis' checker must catch it)
-        rule.timing = timing
-        log.info(
-            "ensemble tickTime %.3f s (from the %s); lease renewed by a sync every %.3f s",
-            timing.tick,
-            timing.source,
-            rule.renew_interval(),
-        )
-        if not rule.sustainable():
-            log.warning(
-                "a %.3g s session is too short to keep a lease on an ensemble with "
-                "tickTime %.3g s (a lease proven through the leader is about 3 sync "
-                "intervals plus a tick old); leases will be lost while connected: use a "
-                "session_timeout above %.3g s",
-                self.session_timeout,
-                timing.tick,
-                rule.shortest_session(),
-            )
-        if self._wire is not None:
-            self._arm_timer()  # the renewal interval has changed
+            if changed and self._out.wire is not None:
+                self._arm_timer()  # the renewal interval has changed
 
-    def _disconnected(self, wire: _Wire) -> None:
+    def _disconnected(self, wire: Wire) -> None:
         log.info("connection to %s lost (session %#x)", self.last_host, self.session_id)
-        self._wire = None
-        self._transport = None
-        self._cancel_timer()
-        self._stop_direct(wire)
+        self._out.wire = None
+        self._liveness.cancel()
+        self._writer.stop(wire)
         with self._send_lock:
             in_flight = self._session.disconnect()
-        self._fail(in_flight, ConnectionLossError("the connection dropped"))
+        _notices.fail(in_flight, ConnectionLossError("the connection dropped"))
         self._set_state(SessionState.SUSPENDED)
 
     def _expired(self, session_id: int, watchers: list[tuple[str, Any]]) -> None:
         log.warning("session %#x expired", session_id)
-        self._fail_queue(SessionExpiredError("the session expired before it could be sent"))
+        error = SessionExpiredError("the session expired before it could be sent")
+        _notices.fail_queue(self._out.queue, error)
         self._set_state(SessionState.LOST)
-        self._notify_all(watchers, SessionState.LOST)
-
-    def _expiry_deadline(self) -> float | None:
-        """When the session must be gone on the server if we have not been heard since."""
-        if not self._session.session_id or self.last_answered_sent is None:
-            return None
-        return self.last_answered_sent + self.session_timeout
+        _notices.notify_all(watchers, SessionState.LOST)
 
     async def _establish(self, deadline: float | None) -> None:
-        """Try hosts until a session is live on a connection; handles expiry on the way.
+        """A live session on a new wire (see ``Opener.establish``); ``deadline``: start's."""
+        wire, event = await self._opener.establish(deadline)
+        self._established(wire, event)
 
-        ``deadline`` bounds the whole search (start only); raises ConnectionFailedError.
-        """
-        tried: dict[str, None] = {}
-        failures = 0
-        backoff = _BACKOFF_MIN
-        # This round's failures, when every one so far had a definite cause (refused,
-        # unknown name, a TLS refusal or mismatch); None once a host was silent or
-        # answered. At start, a round of definite failures ends the search at once.
-        definite: dict[str, str] | None = {}
-        while True:
-            if self._closing:
-                raise asyncio.CancelledError  # a cancel that wait_for swallowed
-            now = time.monotonic()
-            expiry = self._expiry_deadline()
-            if expiry is not None and now >= expiry:
-                session_id = self._session.session_id
-                self._expired(session_id, self._session.expire())
-                continue
-            if deadline is not None and now >= deadline:
-                reasons = [self._failures[h] for h in tried if h in self._failures]
-                message = "no ZooKeeper server answered" + (
-                    f" ({'; '.join(reasons)})" if reasons else f" (tried {', '.join(tried)})"
-                )
-                refused = bool(self._refusals & set(tried))
-                raise ConnectionFailedError(
-                    message, hosts=tuple(tried), reasons=tuple(reasons), refused=refused
-                )
-            host, port = self._addresses[self._host_index % len(self._addresses)]
-            self._host_index += 1
-            name = f"{host}:{port}"
-            tried[name] = None
-            # Each attempt gets a share of the time left, so one member that accepts
-            # TCP but never answers (a frozen process) leaves time for the others.
-            limit = self._attempt_timeout()
-            left_in_round = len(self._addresses) - failures % len(self._addresses)
-            for bound in (expiry, deadline):
-                if bound is not None:
-                    limit = min(limit, (bound - now) / left_in_round)
-            outcome = await self._connect_one(host, port, max(limit, 0.001))
-            if isinstance(outcome, Established):
-                return
-            if isinstance(outcome, Expired):
-                self._expired(outcome.session_id, outcome.watchers)
-                backoff = _BACKOFF_MIN
-                self._reconnect_backoff = _BACKOFF_MIN
-                continue  # the server hung up; a new connection asks for a new session
-            failures += 1
-            if definite is not None and outcome is not None:
-                definite[name] = outcome
-            else:
-                definite = None
-            if failures % len(self._addresses) == 0:
-                if deadline is not None and definite:
-                    # Every host failed for a reason that waiting will not change.
-                    raise ConnectionFailedError(
-                        "no ZooKeeper server could be reached ("
-                        + "; ".join(definite.values())
-                        + ")",
-                        hosts=tuple(tried),
-                        reasons=tuple(definite.values()),
-                        refused=bool(self._refusals & set(definite)),
-                    )
-                definite = {}
-                # Every host failed once: pause before the next round, not longer than
-                # the time left.
-                pause = random.uniform(backoff / 2, backoff)
-                for bound in (expiry, deadline):
-                    if bound is not None:
-                        pause = min(pause, max(bound - time.monotonic(), 0))
-                await asyncio.sleep(pause)
-                backoff = min(backoff * 2, _BACKOFF_MAX)
-
-    async def _auth_accepted(self) -> bool:
-        """At start: wait until the server has answered the credentials sent first thing.
-
-        The server answers auth packets as it reads them, ahead of anything queued, so
-        once a ping sent after them is answered they were accepted; a refusal arrives
-        first and ends the session (ZooKeeper closes it on AUTH_FAILED).
-        """
-        wire = self._wire
-        assert wire is not None and self._started is not None
-        probe: asyncio.Future[Any] = self._loop_or_running().create_future()
-        probe.add_done_callback(lambda done: done.cancelled() or done.exception())
-        with self._send_lock:
-            self._write(self._session.ping((probe, time.monotonic())))
-        # A drop for another reason ends the wait too; the supervisor then reconnects.
-        await asyncio.wait((probe, wire.lost), return_when=asyncio.FIRST_COMPLETED)
-        return not self._started.done()
-
-    def _auth_refused(self) -> ConnectionFailedError:
-        schemes = ", ".join(sorted({scheme for scheme, _ in self._session.auth})) or "?"
-        host = self.last_host or "?"
-        return ConnectionFailedError(
-            f"ZooKeeper at {host} refused our credentials (AUTH_FAILED for scheme "
-            f"{schemes}) and closed the session; check auth (scheme and 'user:password')",
-            hosts=(host,),
-            reasons=(f"{host} refused our credentials (AUTH_FAILED)",),
-            refused=True,
-        )
-
-    def _auth_required(self) -> ConnectionFailedError:
-        host = self.last_host or "?"
-        return ConnectionFailedError(
-            f"ZooKeeper at {host} requires authentication (enforce.auth.enabled) and closed "
-            "the session: log in with SASL, sasl=zklocks.SASL(mechanism='DIGEST-MD5', "
-            "username=..., password=...) (CLI: --sasl-user and --sasl-password-file)",
-            hosts=(host,),
-            reasons=(f"{host} requires authentication: a SASL login (enforce.auth.enabled)",),
-            refused=True,
-        )
-
-    def _end_for_good(self, wire: _Wire, error: ConnectionFailedError) -> None:
+    def _end_for_good(self, wire: Wire, error: ConnectionFailedError) -> None:
         """The server refused us in a way no retry can fix: fail start() (or log), close."""
         starting = self._started is not None and not self._started.done()
         log.log(logging.INFO if starting else logging.ERROR, "%s", error)  # start() raises it
@@ -1099,227 +524,37 @@ class Connection:
         self._drop_refused(wire)
         self._closer = self._loop_or_running().create_task(self.close())
 
-    async def _sasl_login(self, wire: _Wire, host: str, port: int) -> None:
-        """Run the SASL exchange on a fresh connection, before anything else is sent.
-
-        Each token goes out as a ``GetSASLRequest`` and the server's answer is fed back to
-        the mechanism until it is complete. A refusal (AUTH_FAILED, or the enforcing
-        server's SESSIONCLOSEDREQUIRESASLAUTH) raises ``SaslFailed``; a hang-up mid-way is
-        an ordinary ``ConnectionLossError`` (the server may be going down).
-        """
-        sasl = self._sasl
-        assert sasl is not None and wire.transport is not None
-        mechanism = sasl.mechanism_for(host)
-        loop = self._loop_or_running()
-        try:
-            token = mechanism.first()
-            while True:
-                answer: asyncio.Future[Any] = loop.create_future()
-                now = time.monotonic()
-                with self._send_lock:
-                    frame = self._session.request(GetSASLRequest(token), (answer, now), None)
-                    wire.transport.write(frame)
-                self._last_send = now
-                await asyncio.wait((answer, wire.lost), return_when=asyncio.FIRST_COMPLETED)
-                if not answer.done():
-                    answer.cancel()
-                    raise ConnectionLossError("the server hung up during the SASL exchange")
-                error = answer.exception()
-                if error is not None:
-                    raise SaslFailed(
-                        f"SASL authentication failed: {host}:{port} refused the "
-                        f"{sasl.mechanism} login of {sasl.username!r} "
-                        f"({_REFUSALS.get(type(error), type(error).__name__)}); check the "
-                        "user and password"
-                    )
-                reply = answer.result()
-                assert isinstance(reply, SetSASLResponse)
-                if mechanism.complete:  # that was our last token (GSSAPI): accepted
-                    return
-                token = mechanism.answer(reply.token)
-                if mechanism.complete and not token:  # nothing left to say (DIGEST-MD5)
-                    return
-        finally:
-            mechanism.dispose()
-
-    def _drop_refused(self, wire: _Wire) -> None:
+    def _drop_refused(self, wire: Wire) -> None:
         """After AUTH_FAILED the server ends the session: fail what is in flight, hang up
         (close() then has no closeSession to send)."""
         refused = AuthFailedError("the server refused our credentials")
-        self._stop_direct(wire)
+        self._writer.stop(wire)
         with self._send_lock:
             in_flight = self._session.disconnect()
-        self._fail(in_flight, refused)
-        if wire is self._wire:
-            self._wire = None
-            self._transport = None
-            self._cancel_timer()
-        self._abandon(wire)
+        _notices.fail(in_flight, refused)
+        if wire is self._out.wire:
+            self._out.wire = None
+            self._liveness.cancel()
+        self._opener.abandon(wire)
 
     def _refuse_start(self, error: ConnectionFailedError) -> None:
         started = self._started
         if started is not None and not started.done():
             started.set_exception(error)
 
-    def _tls_failure(self, error: BaseException, wire: _Wire, tls_port: bool) -> str | None:
-        """What a TLS refusal (or a TLS mismatch, either way) means, else None."""
-        reason = _security.connect_failure_reason(error)
-        if reason is None and wire.error is not None:
-            reason = _security.connect_failure_reason(wire.error)
-        if reason is None and tls_port:
-            reason = (
-                "the server hung up on our plaintext handshake and speaks TLS on that port; "
-                "connect with ssl=True or an ssl.SSLContext"
-            )
-        if (
-            reason is None
-            and self._ssl is not None
-            and wire.transport is None  # the TLS handshake did not complete
-            and isinstance(error, ConnectionResetError | ConnectionAbortedError | _ssl.SSLEOFError)
-        ):
-            reason = (
-                "the server hung up during the TLS handshake (a plaintext port? "
-                "then leave out ssl=, or serve TLS on that port)"
-            )
-        return reason
-
-    def _attempt_timeout(self) -> float:
-        """How long one connection attempt may wait for the handshake's answer.
-
-        At most a third of the session timeout even with a single host: a server that
-        accepts TCP but never answers (one still starting after a restart, a frozen
-        process) must leave time for a second attempt before the session expires.
-        """
-        if self._connect_timeout is not None:
-            return self._connect_timeout
-        return max(self.session_timeout / max(len(self._addresses), 3), 0.1)
-
-    async def _connect_one(
-        self, host: str, port: int, timeout: float
-    ) -> Established | Expired | str | None:
-        """The session's event, or for a failure its reason when definite, else None."""
-        loop = self._loop_or_running()
-        wire = _Wire(self, loop)
-        self._attempt = wire
-        try:
-            started = time.monotonic()
-            try:
-                event = await asyncio.wait_for(self._handshake(wire, host, port), timeout)
-            except SaslFailed as exc:
-                self._abandon(wire)
-                with self._send_lock:
-                    self._session.disconnect()
-                name = f"{host}:{port}"
-                raise ConnectionFailedError(
-                    str(exc), hosts=(name,), reasons=(str(exc),), refused=True
-                ) from None
-            except (OSError, asyncio.TimeoutError, ZooKeeperError) as exc:
-                log.debug("could not connect to %s:%s: %r", host, port, exc)
-                self._abandon(wire)
-                name = f"{host}:{port}"
-                tls_port = False
-                if self._hung_up_plain(exc, wire):
-                    if name not in self._tls_ports:
-                        left = timeout - (time.monotonic() - started)
-                        self._tls_ports[name] = await _speaks_tls(host, port, max(left, 0.001))
-                    tls_port = self._tls_ports[name]
-                return self._report_failure(name, exc, wire, timeout, tls_port)
-            except BaseException:
-                self._abandon(wire)
-                raise
-            if isinstance(event, Expired):
-                self._abandon(wire)
-                return event
-            self.last_host = f"{host}:{port}"
-            self._failures.clear()
-            self._reported.clear()
-            self._refusals.clear()
-            self._established(wire, event)
-            return event
-        finally:
-            self._attempt = None
-
-    def _report_failure(
-        self, host: str, error: BaseException, wire: _Wire, limit: float, tls_port: bool
-    ) -> str | None:
-        """Say once per host (until a session is made) why it failed: refused, unknown
-        name, silent, or not ZooKeeper. INFO before the first session (``start()``
-        raises with these reasons), WARNING for a client that was connected.
-
-        Returns the reason when it is definite (see ``_diagnose.definite``), else None.
-        """
-        tls = None if wire.foreign is not None else self._tls_failure(error, wire, tls_port)
-        if wire.foreign is not None:
-            text, kind = _diagnose.not_zookeeper(host, wire.foreign), "foreign"
-            sure = _diagnose.looks_like(wire.foreign) == _diagnose.TLS
-        elif tls is not None:
-            text, kind = f"{host}: {tls}", "tls"
-            self._refusals.add(host)
-            sure = True
-        else:
-            text, kind = _diagnose.failure(host, error, limit), type(error).__name__
-            sure = _diagnose.definite(error)
-        self._failures.setdefault(host, text)
-        if (host, kind) not in self._reported:
-            self._reported.add((host, kind))
-            log.log(logging.WARNING if self.last_host else logging.INFO, "%s", text)
-        return text if sure else None
-
-    def _hung_up_plain(self, error: BaseException, wire: _Wire) -> bool:
-        """A plaintext client's first handshake ended by a silent hang-up: a TLS-only port,
-        or a member that is not serving (no quorum yet). ``_speaks_tls`` tells which."""
-        return (
-            self._ssl is None
-            and self.last_host is None
-            and isinstance(error, ConnectionLossError)
-            and wire.foreign is None
-        )
-
-    def _abandon(self, wire: _Wire) -> None:
-        """Abort a connection attempt; close() waits until its socket is really closed."""
-        if wire.transport is None or wire.lost.done():
-            return
-        wire.abort()
-        self._abandoned.add(wire)
-        wire.lost.add_done_callback(lambda _: self._abandoned.discard(wire))
-
-    async def _handshake(self, wire: _Wire, host: str, port: int) -> Established | Expired:
-        loop = self._loop_or_running()
-        sent = time.monotonic()
-        await loop.create_connection(lambda: wire, host, port, ssl=self._ssl)
+    def _established(self, wire: Wire, event: Established) -> None:
         assert wire.transport is not None
-        with self._send_lock:
-            wire.transport.write(self._session.connect())
-        self._last_send = sent
-        event = await wire.handshake
-        if isinstance(event, Established) and self._sasl is not None:
-            await self._sasl_login(wire, host, port)
-        if isinstance(event, Established):
-            # the handshake is an answered request: the server heard us no earlier
-            self.last_answered_sent = sent
-            self._rule.negotiated(event.timeout_ms / 1000)
-            self._rule.connected(sent, event.resumed)  # a new session: its own timer
-            self._address = (host, port)
-            self._connected_at = time.monotonic()
-        return event
-
-    def _established(self, wire: _Wire, event: Established) -> None:
-        assert wire.transport is not None
-        self._wire = wire
-        self._transport = wire.transport
+        self._out.wire = wire
         timeout = event.timeout_ms / 1000
-        self._set_intervals(timeout)
+        self._liveness.set_intervals(timeout)
         now = time.monotonic()
-        self._last_recv = now
+        self._liveness.last_recv = now
         with self._send_lock:
             for frame in self._session.restore((None, now)):
-                self._write(frame)
-        queue = self._queue
-        while queue:
-            request, future, watcher = queue.popleft()
-            if not future.done():
-                self._send(request, future, watcher)
-        self._start_direct(wire)
+                self._out.write(frame)
+        self._out.flush()
+        if self.thread_writes and self._ssl is None:  # a TLS object is not thread-safe
+            self._writer.start(wire, self.last_host)
         self._arm_timer()
         log.info(
             "session %#x %s on %s (timeout %.3f s)",
@@ -1330,121 +565,33 @@ class Connection:
         )
         self._set_state(SessionState.CONNECTED)
 
-    def _set_intervals(self, timeout: float) -> None:
-        # Pings keep the session and tell a dead connection; on an ensemble the renewing
-        # syncs (``_tick``) keep the lease, which pings cannot prove.
-        self._ping_interval = timeout / 3
-        self._read_timeout = timeout * 2 / 3
-
     # ------------------------------------------------------------ the liveness timer
 
     def _arm_timer(self) -> None:
-        self._cancel_timer()
-        loop = self._loop_or_running()
-        due = min(self._last_recv + self._read_timeout, self._last_send + self._ping_interval)
-        renew = self._rule.renew_interval()
-        if renew is not None:
-            due = min(due, self._last_renewal + renew)
-        self._timer = loop.call_later(max(due - time.monotonic(), 0), self._tick)
-
-    def _cancel_timer(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        self._liveness.arm(self._loop_or_running(), self._proofs.next_renewal(), self._tick)
 
     def _tick(self) -> None:
-        self._timer = None
-        wire = self._wire
+        liveness = self._liveness
+        liveness.timer = None
+        wire = self._out.wire
         if wire is None:
             return
         now = time.monotonic()
-        if now - self._last_recv >= self._read_timeout:
+        silence = liveness.silent_for(now)
+        if silence is not None:
             log.warning(
                 "nothing heard from %s for %.3f s; dropping the connection",
                 self.last_host,
-                now - self._last_recv,
+                silence,
             )
             wire.abort()
             return
-        renew = self._rule.renew_interval()
-        if renew is not None and now - self._last_renewal >= renew:
+        if self._proofs.renewal_due(now):
             # On an ensemble: a round trip through the leader that the lease rule counts
             # (no transaction, no disk write); answered with no one waiting for it.
-            self._last_renewal = now
             with self._send_lock:
-                self._write(self._session.request(Sync("/"), (None, now), None, chroot=""))
-        elif now - self._last_send >= self._ping_interval:
+                self._out.write(self._session.request(Sync("/"), (None, now), None, chroot=""))
+        elif liveness.ping_due(now):
             with self._send_lock:
-                self._write(self._session.ping((None, now)))
+                self._out.write(self._session.ping((None, now)))
         self._arm_timer()
-
-    # ------------------------------------------------------------ conveniences
-
-    async def create(
-        self,
-        path: str,
-        data: bytes = b"",
-        *,
-        ephemeral: bool = False,
-        sequential: bool = False,
-        container: bool = False,
-        ttl: float | None = None,
-        acl: Sequence[ACL] = OPEN_ACL_UNSAFE,
-    ) -> Created:
-        """Create a node; ``ttl`` (seconds) makes a TTL node. Returns path and stat."""
-        if not acl:
-            raise ValueError("a node needs at least one ACL entry")
-        ttl_ms = 0 if ttl is None else max(int(ttl * 1000), 1)
-        request = Create(
-            path, data, ephemeral, sequential, container, acl=tuple(acl), ttl_ms=ttl_ms
-        )
-        _ = request.mode  # flags that make no create mode: ValueError now, not at a resend
-        result: Created = await self.submit(request)
-        return result
-
-    async def delete(self, path: str, *, version: int = -1) -> None:
-        await self.submit(Delete(path, version=version))
-
-    async def exists(self, path: str, *, watcher: Watcher | None = None) -> Stat | None:
-        result: Stat | None = await self.submit(Exists(path), watcher=watcher)
-        return result
-
-    async def get_data(self, path: str, *, watcher: Watcher | None = None) -> NodeData:
-        result: NodeData = await self.submit(GetData(path), watcher=watcher)
-        return result
-
-    async def set_data(self, path: str, data: bytes, *, version: int = -1) -> Stat:
-        result: Stat = await self.submit(SetData(path, data, version))
-        return result
-
-    async def get_children(self, path: str, *, watcher: Watcher | None = None) -> list[str]:
-        names: list[str] = await self.submit(GetChildren(path), watcher=watcher)
-        return names
-
-    async def multi(self, *ops: MultiOp) -> list[Any]:
-        """Apply ``ops`` atomically; raises the failing op's error (``.results`` has all)."""
-        result: list[Any] = await self.submit(Multi(tuple(ops)))
-        return result
-
-    async def sync(self, path: str = "/") -> None:
-        await self.submit(Sync(path))
-
-    async def add_watch(self, path: str, watcher: Watcher, *, recursive: bool = True) -> None:
-        """A persistent watch (ZooKeeper 3.6+); restored after reconnects, ends with the session."""
-        mode = AddWatchMode.PERSISTENT_RECURSIVE if recursive else AddWatchMode.PERSISTENT
-        await self.submit(AddWatch(path, mode), watcher=watcher)
-
-    async def add_auth(self, scheme: str, credential: bytes) -> None:
-        """Authenticate this session (e.g. ``"digest", b"user:password"``); re-sent on reconnect."""
-        loop = self._loop_or_running()
-        if self._wire is None:
-            if self._closing:
-                raise ClientClosedError()
-            # Not connected: remember it; the next connection sends it first thing.
-            if (scheme, credential) not in self._session.auth:
-                self._session.auth.append((scheme, credential))
-            return
-        future: asyncio.Future[Any] = loop.create_future()
-        with self._send_lock:
-            self._write(self._session.add_auth(scheme, credential, (future, time.monotonic())))
-        await future

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import ssl as _ssl
 
 TLS = "TLS (a TLS port: connect with TLS)"
 
@@ -62,3 +63,37 @@ def failure(host: str, error: BaseException, timeout: float) -> str:
     if isinstance(error, OSError):
         return f"{host}: {error.strerror or error}"
     return f"{host} closed the connection before a session was made ({error})"
+
+
+def connect_failure_reason(error: BaseException) -> str | None:
+    """Why one connection attempt failed, when it is more than "no answer" (TLS mostly).
+
+    None for the usual reasons (refused, unreachable, timed out): the caller's message
+    already covers those.
+    """
+    if isinstance(error, _ssl.SSLCertVerificationError):
+        return (
+            f"TLS: the server's certificate did not verify ({error.verify_message}); "
+            "trust the CA that signed it (ssl=ssl.create_default_context(cafile=...))"
+        )
+    if isinstance(error, _ssl.SSLError):
+        reason = str(error.reason or error)
+        if "CERTIFICATE_REQUIRED" in reason.upper() or "BAD_CERTIFICATE" in reason.upper():
+            return (
+                f"TLS: the server refused our client certificate or its absence ({reason}); "
+                "it requires one it trusts (mutual TLS): load one with "
+                "context.load_cert_chain"
+            )
+        if "HANDSHAKE_FAILURE" in reason.upper():
+            # TLS 1.2 has no certificate_required alert: a server that needs a client
+            # certificate and gets none (Debian 12's ZooKeeper on OpenJDK 17) sends this
+            # catch-all, which also means no TLS version or cipher in common.
+            return (
+                f"TLS handshake failed ({reason}): most likely the server requires a client "
+                "certificate it trusts (mutual TLS): load one with context.load_cert_chain; "
+                "otherwise we share no TLS version or cipher with it"
+            )
+        if "WRONG_VERSION_NUMBER" in reason.upper():
+            return f"TLS handshake failed ({reason}): is this port plaintext? (leave out ssl=)"
+        return f"TLS handshake failed ({reason})"
+    return None

@@ -46,7 +46,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from dataclasses import dataclass
 
-from zklocks._core.validate import DEFAULT_CLOCK_DRIFT
+from zklocks._vocabulary import DEFAULT_CLOCK_DRIFT
 
 __all__ = [
     "DEFAULT_CLOCK_DRIFT",

@@ -22,8 +22,8 @@ import importlib.util
 from collections.abc import Sequence
 from typing import Any
 
-from zklocks._core.errors import InvalidArgument
-from zklocks._core.security import Credential
+from zklocks._errors import InvalidArgument
+from zklocks._protocol.credential import Credential
 from zklocks._protocol.records import Id
 from zklocks._transport.kerberos import principal_name
 

@@ -5,6 +5,7 @@ one operation at a time, under a plan of faults; check the lock invariants after
 step; print a failing seed with its plan so it replays exactly. See docs/simulation.md.
 """
 
+from zklocks.sim.async_session import AsyncSimSession, async_session_factory
 from zklocks.sim.faults import (
     DelayWatch,
     DeleteNode,
@@ -43,6 +44,7 @@ __all__ = [
     "DEFAULT",
     "FAMILIES",
     "KNOWN_ISSUES",
+    "AsyncSimSession",
     "ClientWatches",
     "DelayWatch",
     "DeleteNode",
@@ -68,6 +70,7 @@ __all__ = [
     "SimulationFailure",
     "SweepContainers",
     "Violation",
+    "async_session_factory",
     "explore",
     "format_plan",
     "parse_plan",

@@ -37,6 +37,7 @@ from zklocks._core.ops import (
     inline_cleanups,
     too_late,
 )
+from zklocks._frontend import operations
 from zklocks._protocol.errors import (
     ClientClosedError,
     ConnectionLossError,
@@ -373,19 +374,18 @@ class SimClient:
             self.hold = None
 
     def give_up(self, holding: Holding) -> Generator[Action, Any, None]:
-        """Release one holding, as ``Lock._give_up`` does."""
+        """Release one holding, as ``Lock.release`` does (``operations.end``)."""
         sim = self.sim
         sim.checker.before_release(self, holding)
         if self.holding is holding:
             self.holding = self.others.pop(0) if self.others else None
         else:
             self.others.remove(holding)
-        owner = 0 if holding.lease.lost else holding.lease.owner  # as Lock._give_up
-        holding.lease._end()  # a later loss is no longer news
+        deletion = operations.end(holding.lease)  # the release rule of both clients
         if sim.trace is not None:
             sim.note(self, f"releases {short(holding.node)}")
         try:
-            yield from self.drive(_flow.release(holding.node, holding.token, owner))
+            yield from self.drive(deletion)
         except Exception as exc:
             if isinstance(exc, Violation):
                 raise

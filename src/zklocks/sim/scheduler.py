@@ -26,7 +26,7 @@ watchers and carries on in a new session.
 
 Leases: a grant becomes a ``Lease`` watched by the client's own ``LeaseKeeper`` (the one
 both real clients use), with its timer on the virtual clock; a release ends the lease
-and runs the release flow, as ``Lock._give_up`` does.
+and runs the release flow, through ``operations.end`` as both real clients do.
 
 Operations (``operations=True``): a cycle may bound its lease with ``max_hold``; when the
 bound falls, the lease is lost and the holder's program gives its node back at once (the

@@ -1,0 +1,173 @@
+"""What goes out to the server: the live wire, the requests waiting for one, the writes.
+
+* **Pipelining.** ``submit()`` encodes the request and writes it at once; its future is
+  resolved when the reply arrives (ZooKeeper answers in order). On the loop's thread.
+* **Waiting.** While no wire is live, requests wait in a queue; the next connection
+  sends them once the session is restored (``flush``), or they fail with the session.
+* **One write for many.** ``submit_many()`` sends a batch (a lock's ``create`` and
+  ``getChildren``) in one write: on loopback a send costs more than encoding.
+* **Other threads.** ``submit_from_thread()`` lets a blocking caller write its own
+  requests through the ``DirectWriter`` (see ``direct.py``) while the loop reads.
+* **Metrics.** ``meter`` (a seam set by the front end) says where to count requests.
+
+Every frame is made and written holding the send lock, so the wire's order is the
+order of the session's in-flight FIFO.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+from zklocks._protocol.errors import ClientClosedError, ZooKeeperError
+from zklocks._protocol.session import Session
+from zklocks._transport.direct import DirectWriter
+from zklocks._transport.liveness import Liveness
+from zklocks._transport.wire import Wire
+from zklocks._vocabulary import Watcher
+
+__all__ = ["Outgoing", "RequestMeter"]
+
+
+class RequestMeter(Protocol):
+    """Counts requests by type (``zklocks.metrics`` implements it)."""
+
+    def request(self, request: object) -> None: ...
+
+
+def _no_meter() -> RequestMeter | None:
+    return None
+
+
+class Outgoing:
+    """The live wire of a connection and every write to it."""
+
+    def __init__(
+        self,
+        session: Session,
+        lock: threading.RLock,
+        liveness: Liveness,
+        loop: Callable[[], asyncio.AbstractEventLoop],
+    ) -> None:
+        self._session = session
+        self.lock = lock
+        self._liveness = liveness
+        self._loop = loop
+        self.wire: Wire | None = None  # the established connection, if any
+        self.queue: deque[tuple[object, asyncio.Future[Any], Watcher | None]] = deque()
+        self.closing = False  # no request is sent from now on
+        self.meter: Callable[[], RequestMeter | None] = _no_meter
+        self.writer = DirectWriter(lock, loop, lambda: self.wire, liveness.sent)
+
+    def submit(self, request: object, watcher: Watcher | None) -> asyncio.Future[Any]:
+        loop = self._loop()
+        future: asyncio.Future[Any] = loop.create_future()
+        if self.closing:
+            future.set_exception(ClientClosedError())
+        elif self.wire is not None and not self.queue:
+            self.send(request, future, watcher)
+        else:
+            self.queue.append((request, future, watcher))
+        return future
+
+    def submit_many(
+        self, requests: Sequence[object], watcher: Watcher | None
+    ) -> list[asyncio.Future[Any]]:
+        if self.wire is None or self.queue:
+            return [self.submit(request, watcher) for request in requests]
+        loop = self._loop()
+        now = time.monotonic()
+        futures: list[asyncio.Future[Any]] = []
+        frames: list[bytes] = []
+        meter = self.meter()
+        with self.lock:
+            for request in requests:
+                if meter is not None:
+                    meter.request(request)
+                future: asyncio.Future[Any] = loop.create_future()
+                futures.append(future)
+                try:
+                    frames.append(self._session.request(request, (future, now), watcher))
+                except (ZooKeeperError, TypeError, ValueError) as exc:
+                    future.set_exception(exc)
+            if frames:
+                self.write(b"".join(frames))
+        return futures
+
+    def send(self, request: object, future: asyncio.Future[Any], watcher: Watcher | None) -> None:
+        meter = self.meter()
+        if meter is not None:
+            meter.request(request)
+        with self.lock:
+            try:
+                frame = self._session.request(request, (future, time.monotonic()), watcher)
+            except (ZooKeeperError, TypeError, ValueError) as exc:
+                future.set_exception(exc)
+                return
+            self.write(frame)
+
+    def write(self, frame: bytes) -> None:
+        """Write on the loop thread, holding the lock (with the frame's making)."""
+        self._liveness.last_send = time.monotonic()
+        wire = self.wire
+        transport = None if wire is None else wire.transport
+        assert transport is not None
+        if self.writer.hold(frame, wire):
+            return  # after what the writing caller is sending
+        transport.write(frame)
+
+    def flush(self) -> None:
+        """A session is live on ``wire``: send what waited for it, in order."""
+        queue = self.queue
+        while queue:
+            request, future, watcher = queue.popleft()
+            if not future.done():
+                self.send(request, future, watcher)
+
+    def submit_from_thread(
+        self, requests: Sequence[object], tokens: Sequence[Any], watcher: Watcher | None
+    ) -> bool:
+        writer = self.writer
+        with self.lock:
+            sock = writer.socket
+            wire = self.wire
+            transport = None if wire is None else wire.transport
+            if (
+                sock is None
+                or transport is None
+                or self.closing
+                or self.queue
+                or writer.rest is not None
+                or not self._session.connected
+                or transport.get_write_buffer_size()
+            ):
+                return False
+            try:
+                now = time.monotonic()
+                meter = self.meter()
+                frames: list[bytes] = []
+                for request, token in zip(requests, tokens, strict=True):
+                    if meter is not None:
+                        meter.request(request)
+                    try:
+                        frames.append(self._session.request(request, (token, now), watcher))
+                    except (ZooKeeperError, TypeError, ValueError) as exc:
+                        token.set_exception(exc)
+                if not frames:
+                    return True
+                self._liveness.last_send = now
+                if not writer.claim(frames):
+                    return True  # the writing caller sends ours after its own
+            except BaseException:
+                writer.broken(wire, writer=False)
+                raise
+        try:
+            writer.send(sock, b"".join(frames) if len(frames) > 1 else frames[0], wire)
+        except BaseException:
+            writer.broken(wire, writer=True)
+            raise
+        return True
