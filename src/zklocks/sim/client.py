@@ -429,8 +429,9 @@ class SimClient:
         return acquired
 
     def grant(self, spec: _flow.AcquireSpec, acquired: _flow.Acquired, cycle: Cycle) -> Holding:
-        """What ``Lock._acquire`` does with a grant: a lease, watched by the keeper; with
-        operations, listening for revokes and bounded by the cycle's ``max_hold``."""
+        """What the clients' acquire operation (``_frontend/operations.acquire``) does
+        with a grant: a lease, watched by the keeper; with operations, listening for
+        revokes and bounded by the cycle's ``max_hold``."""
         sim = self.sim
         lease = Lease(acquired.node, acquired.token, self.facts, acquired.owner)
         holding = Holding(
