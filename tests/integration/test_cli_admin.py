@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from kazoo.client import KazooClient
+from test_cli_run import wait_for_children
 
 import zklocks
 from helpers import ctrl_c_restored
@@ -55,18 +56,6 @@ def zklocks_cli(hosts: str, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.CompletedProcess(process.args, process.returncode, out, err)
 
 
-def wait_for_children(kazoo: KazooClient, path: str, count: int) -> list[str]:
-    """Block on kazoo child watches until ``path`` has ``count`` children."""
-    deadline = time.monotonic() + WAIT
-    while True:
-        changed = threading.Event()
-        kazoo.ensure_path(path)
-        names: list[str] = kazoo.get_children(path, watch=lambda _e, c=changed: c.set())
-        if len(names) == count:
-            return names
-        assert changed.wait(deadline - time.monotonic()), f"{path}: {names}, not {count}"
-
-
 # -- run --max-hold / --on-revoke ------------------------------------------------------
 
 
@@ -99,7 +88,7 @@ def test_run_stops_the_command_on_a_revoke(
 ) -> None:
     holder = start(zk_server.hosts, "run", path, "--", "sleep", "30")
     try:
-        wait_for_children(kazoo, path, 1)
+        wait_for_children(kazoo, path, 1, timeout=WAIT)
         revoked = zklocks_cli(zk_server.hosts, "revoke", path)
         assert revoked.returncode == 0, revoked.stderr
         assert revoked.stdout.strip() == f"asked 1 holder of {path} to let go"
@@ -118,7 +107,7 @@ def test_run_on_revoke_ignore_lets_the_command_finish(
         zk_server.hosts, "run", path, "--on-revoke", "ignore", "-c", "sleep 2; echo done"
     )
     try:
-        wait_for_children(kazoo, path, 1)
+        wait_for_children(kazoo, path, 1, timeout=WAIT)
         revoked = zklocks_cli(zk_server.hosts, "revoke", path)
         assert revoked.stdout.strip() == f"asked 1 holder of {path} to let go"
         out, err = holder.communicate(timeout=WAIT)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -19,6 +18,7 @@ from kazoo.exceptions import NoAuthError
 from kazoo.security import make_digest_acl
 
 import zklocks
+from acl_support import Holder, assert_outsider_refused, wait_for_children
 from zklocks.server import ZooKeeperServer
 
 SECRET = "alice-s3cret"
@@ -64,46 +64,6 @@ def alice_kazoo(zk_server: ZooKeeperServer) -> Iterator[KazooClient]:
         client.close()
 
 
-def wait_for_children(kazoo: KazooClient, path: str, count: int) -> list[str]:
-    """Children of ``path`` (in sequence order) once there are ``count``: a child watch."""
-    created = threading.Event()
-    if kazoo.exists(path, watch=lambda event: created.set()) is None:
-        assert created.wait(15), f"{path} was not created"
-    seen = threading.Event()
-    names: list[str] = []
-
-    def on_change(children: list[str]) -> bool:
-        names[:] = children
-        if len(children) >= count:
-            seen.set()
-            return False
-        return True
-
-    kazoo.ChildrenWatch(path, on_change)
-    assert seen.wait(15), f"{path} has {names}, not {count} children"
-    return sorted(names, key=lambda name: int(name.rsplit("-", 1)[1]))
-
-
-class Holder(threading.Thread):
-    """Acquires in its own thread, records the lease, releases when told."""
-
-    def __init__(self, lock: zklocks.Lock, order: list[str] | None = None) -> None:
-        super().__init__(daemon=True)
-        self.lock = lock
-        self.order = order
-        self.lease: zklocks.Lease | None = None
-        self.granted = threading.Event()
-        self.release_now = threading.Event()
-
-    def run(self) -> None:
-        self.lease = self.lock.acquire(timeout=60)
-        if self.order is not None:
-            self.order.append(self.name)
-        self.granted.set()
-        self.release_now.wait(60)
-        self.lock.release()
-
-
 def test_outsiders_can_neither_delete_nor_plant_nor_remove_the_directory(
     alice: zklocks.Client, alice_kazoo: KazooClient, stranger: KazooClient, root: str
 ) -> None:
@@ -114,16 +74,7 @@ def test_outsiders_can_neither_delete_nor_plant_nor_remove_the_directory(
     assert first.granted.wait(15)
     second.start()
     holder_name, waiter_name = wait_for_children(alice_kazoo, path, 2)
-    for node in (f"{path}/{holder_name}", f"{path}/{waiter_name}"):
-        with pytest.raises(NoAuthError):
-            stranger.delete(node)
-    # no forgery, no queue jumping: a low sequence planted in any mode is refused
-    forged = f"{path}/lock-{uuid.uuid4().hex}-"
-    for kwargs in ({}, {"ephemeral": True}, {"sequence": True}):
-        with pytest.raises(NoAuthError):
-            stranger.create(forged + "0000000000", b"", **kwargs)
-    with pytest.raises(NoAuthError):
-        stranger.delete(path, recursive=True)
+    assert_outsider_refused(stranger, path, [holder_name, waiter_name])
     with pytest.raises(NoAuthError):
         stranger.set_acls(path, [make_digest_acl("mallory", "guess", all=True)])
     with pytest.raises(NoAuthError):

@@ -3,10 +3,11 @@ person can act on, exit statuses, and small formatting helpers."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import logging
 import signal
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import IO, Any, NoReturn, TypeVar
 
 import click
@@ -242,6 +243,18 @@ def not_ignored(signals: Sequence[signal.Signals]) -> tuple[signal.Signals, ...]
     ignored SIGINT. Called before any handler of ours is installed.
     """
     return tuple(sig for sig in signals if signal.getsignal(sig) != signal.SIG_IGN)
+
+
+@contextlib.contextmanager
+def signals_blocked(signals: Sequence[signal.Signals]) -> Iterator[None]:
+    """Block ``signals`` in this thread while the body runs: the threads it starts inherit
+    the mask, so the command's own handlers (in the main thread) get every stop signal.
+    Any that arrived meanwhile are handled when the old mask comes back."""
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, signals)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def seconds(value: float) -> str:

@@ -68,6 +68,7 @@ from zklocks._cli.common import (
     fail,
     not_ignored,
     seconds,
+    signals_blocked,
 )
 from zklocks._cli.hold import hold
 from zklocks._cli.options import TEXT, Identifier, Seconds
@@ -346,7 +347,7 @@ def execute(options: RunOptions) -> int:
     previous = {sig: signal.signal(sig, _raise_interrupted) for sig in stops}
     client: Client | None = None
     try:
-        with _signals_blocked():  # the client's threads inherit the mask
+        with signals_blocked(STOP_SIGNALS):  # the client's threads inherit the mask
             client = connect(
                 options.hosts,
                 options.connect_timeout,
@@ -365,15 +366,6 @@ def execute(options: RunOptions) -> int:
             client.stop()  # closes the session: the server deletes any node of ours now
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-
-
-@contextlib.contextmanager
-def _signals_blocked() -> Any:
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def _terminal_foreground() -> bool:
@@ -525,7 +517,7 @@ class _Run:
             note(f"cannot run {self.options.command[0]!r}: {error.strerror or error}")
             return EX_CANNOT_EXECUTE
         self.child = child
-        with _signals_blocked():  # the waiter thread must not take our signals
+        with signals_blocked(STOP_SIGNALS):  # the waiter thread must not take our signals
             threading.Thread(target=self._wait_child, name="zklocks-child", daemon=True).start()
         return self._supervise(lease, child)
 

@@ -17,12 +17,11 @@ the main one inherits a mask that leaves them to it.
 
 from __future__ import annotations
 
-import contextlib
 import queue
 import signal
 import ssl
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
 
@@ -35,6 +34,7 @@ from zklocks._cli.common import (
     connection_options,
     fail,
     not_ignored,
+    signals_blocked,
 )
 from zklocks._cli.options import TEXT
 from zklocks._cli.security import Security, security_options
@@ -147,7 +147,7 @@ def serve(
 
     previous = {sig: signal.signal(sig, on_signal) for sig in not_ignored(STOP_SIGNALS)}
     try:
-        with _signals_blocked():  # the threads started here leave the signals to us
+        with signals_blocked(STOP_SIGNALS):  # the threads started here leave the signals to us
             app = _start(roots, listen, tls, hosts, connect_timeout, security)
         # a stop signal that came while starting is in the inbox now: it stops at once
         click.echo(f"zklocks: serving {', '.join(roots)} on {app.url} (Ctrl-C to stop)", err=True)
@@ -275,12 +275,3 @@ class App:
         if self.client is None:
             raise LockError("not connected yet")
         return read_one(self.client, path)
-
-
-@contextlib.contextmanager
-def _signals_blocked() -> Iterator[None]:
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)  # pending ones are handled now

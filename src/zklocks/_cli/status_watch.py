@@ -46,7 +46,7 @@ from rich.console import Group, RenderableType
 from rich.live import Live
 from rich.text import Text
 
-from zklocks._cli.common import Failure, connect, fail, not_ignored
+from zklocks._cli.common import Failure, connect, fail, not_ignored, signals_blocked
 from zklocks._cli.inspect import arm_change_watch
 from zklocks._cli.sanitise import cannot, clean
 from zklocks._cli.security import Security
@@ -78,7 +78,8 @@ def watch(
     client: Client | None = None
     try:
         try:
-            with _signals_blocked():  # the client's threads and the feed inherit the mask
+            # the client's threads and the feed inherit the mask
+            with signals_blocked(STOP_SIGNALS):
                 client = connect(hosts, connect_timeout, security=security)
                 feed = threading.Thread(
                     target=_feed, args=(client, path, inbox), name="zklocks-status", daemon=True
@@ -96,15 +97,6 @@ def watch(
             client.stop()  # the feed's pending call returns ClientClosed; it posts and ends
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-
-
-@contextlib.contextmanager
-def _signals_blocked() -> Iterator[None]:
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)  # pending ones are handled now
 
 
 def _stop_pending(inbox: queue.SimpleQueue[Any]) -> bool:
