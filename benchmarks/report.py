@@ -990,9 +990,10 @@ def _notes(results: dict[str, Any], target_list: list[Target]) -> str:
             f"- **Hot lock requests**: {fmt(t.value)} per acquisition (goal ≤ 3.5). The census "
             "run names them: "
             + ", ".join(f"{k} {v:.2f}" for k, v in census.items())
-            + ". exists = the wait on the predecessor plus the lease watch on our own node; "
-            "a second getChildren means the waiter listed again after its predecessor went "
-            "(its first listing still showed nodes ahead that had gone meanwhile)."
+            + ". getData = the wait (a watch on the predecessor); after the wake-up, exists "
+            "= the proof that our own node is still there (we were second in line), or a "
+            "second getChildren = a fresh listing (others were ahead when we listed): see "
+            "docs/locks.md, 'What each one is for'."
         )
     mix_n = results["meta"]["params"]["mix_procs"]
     watch_rows = [
