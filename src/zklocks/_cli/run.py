@@ -25,39 +25,28 @@ Theory of operation
 A stop signal that we were started with ignored (``nohup``'s SIGHUP, the SIGINT and
 SIGQUIT of a script's ``&``) stays ignored, for us and for the command, as under a shell.
 
-Where the command runs: with a terminal in the foreground (an operator typing), the
-command shares our process group, so it can read the terminal and gets Ctrl-C and
-Ctrl-Z straight from it, as under a shell; we then forward only SIGTERM and SIGHUP.
-Otherwise (scripts, cron, CI) it gets a process group of its own, as under
-``timeout(1)``: signals we receive are forwarded to the whole group, and a lost lease
-stops the whole group, grandchildren included. A second Ctrl-C typed at the terminal
-while the command still runs kills it (SIGKILL), as a second forwarded signal does.
-
-With no command, the lock is held until a stop signal (``zklocks._cli.hold``).
+Steps 3 and 4, with where the command runs and how signals reach it, are in
+``zklocks._cli.supervise``. With no command, the lock is held until a stop signal
+(``zklocks._cli.hold``).
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 import shlex
 import shutil
 import signal
-import subprocess
 import sys
-import threading
 import time
 from dataclasses import dataclass, field
 from types import FrameType
-from typing import Any
 
 import click
 
 from zklocks._cli.common import (
     CONTEXT,
     EX_CANNOT_EXECUTE,
-    EX_LOST,
     EX_NOPERM,
     EX_NOT_ACQUIRED,
     EX_NOT_FOUND,
@@ -74,18 +63,10 @@ from zklocks._cli.hold import hold
 from zklocks._cli.options import TEXT, Identifier, Seconds
 from zklocks._cli.sanitise import cannot, clean
 from zklocks._cli.security import Security, security_options
+from zklocks._cli.supervise import STOP_SIGNALS, Supervisor, note
 from zklocks._core.errors import AccessDenied, LockError, LockTimeout
-from zklocks._core.lease import Lease
 from zklocks._sync.client import Client
 from zklocks._sync.locks import Lock
-
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
-#: What a terminal sends the whole foreground process group: not forwarded in foreground.
-TERMINAL_SIGNALS = frozenset({signal.SIGINT, signal.SIGQUIT})
-CHECK_INTERVAL = 1.0  # the lease's clock rule is applied at least this often
-#: After a Ctrl-C at the terminal, how long the command may take to exit before we say
-#: that a second one kills it.
-STILL_RUNNING_HINT = 1.0
 
 EPILOG = """\b
 Examples:
@@ -336,11 +317,6 @@ def _describe(command: tuple[str, ...]) -> str:
     return printable if len(printable) <= 200 else printable[:199] + "…"
 
 
-def note(message: str) -> None:
-    # Messages may quote what the server said (a holder's identifier and host): escaped.
-    click.echo(f"zklocks: {clean(message, newlines=True, limit=None)}", err=True)
-
-
 def execute(options: RunOptions) -> int:
     """Everything after argument parsing; returns the exit status."""
     stops = not_ignored(STOP_SIGNALS)  # nohup's SIGHUP, `&`'s SIGINT: left ignored
@@ -368,32 +344,24 @@ def execute(options: RunOptions) -> int:
             signal.signal(sig, handler)
 
 
-def _terminal_foreground() -> bool:
-    """Is a terminal's foreground process group ours (someone typing at us)?"""
-    for stream in (sys.stdin, sys.stdout, sys.stderr):
-        try:
-            fd = stream.fileno()
-            if os.isatty(fd):
-                return os.tcgetpgrp(fd) == os.getpgrp()
-        except (OSError, ValueError, AttributeError):
-            continue
-    return False
-
-
 class _Run:
+    """Take the lock, hand it to the command (or hold it), release it."""
+
     def __init__(
         self, options: RunOptions, client: Client, stops: tuple[signal.Signals, ...]
     ) -> None:
         self.options = options
         self.client = client
         self.stops = stops  # the stop signals we act on (not those ignored at start)
-        self.foreground = _terminal_foreground()
-        self.wake = threading.Event()
-        self.received: list[int] = []
-        self.child: subprocess.Popen[bytes] | None = None
-        self.revoked = threading.Event()  # someone asked us to let go (zklocks revoke)
-
-    # -- 1. the lock --------------------------------------------------------------------
+        # Built before the wait, as it judges whether a terminal's foreground is ours.
+        self.supervisor = Supervisor(
+            options.command,
+            path=options.path,
+            held=options.held,
+            kill_after=options.kill_after,
+            term_on_revoke=options.on_revoke == "term",
+            stops=stops,
+        )
 
     def _lock(self) -> Lock:
         o = self.options
@@ -439,7 +407,7 @@ class _Run:
             note(f"acquired {lease.node} (token {lease.token}) after {waited}")
         try:
             if self.options.command:
-                status = self._run_command(lease)
+                status = self.supervisor.run(lease)
             else:
                 status = hold(self.options.path, lease, self.stops, held=self.options.held)
         finally:
@@ -480,138 +448,3 @@ class _Run:
             return
         if self.options.verbose:
             note(f"released {self.options.path}")
-
-    # -- 2. the command -----------------------------------------------------------------
-
-    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
-        self.received.append(signum)
-        self.wake.set()
-
-    def _spawn(self, lease: Lease) -> subprocess.Popen[bytes]:
-        env = {
-            **os.environ,
-            "ZKLOCKS_TOKEN": str(lease.token),
-            "ZKLOCKS_NODE": lease.node,
-            "ZKLOCKS_PATH": self.options.path,
-        }
-        group: dict[str, Any] = {}
-        if not self.foreground:
-            if sys.version_info >= (3, 11):
-                group["process_group"] = 0
-            else:
-                group["start_new_session"] = True
-        return subprocess.Popen(list(self.options.command), env=env, **group)
-
-    def _run_command(self, lease: Lease) -> int:
-        for sig in self.stops:
-            signal.signal(sig, self._on_signal)
-        lease.add_lost_callback(lambda _lease: self.wake.set())
-        if self.options.on_revoke == "term":
-            lease.add_revoke_callback(self._on_revoke)
-        try:
-            child = self._spawn(lease)
-        except FileNotFoundError:
-            note(f"cannot run {self.options.command[0]!r}: command not found")
-            return EX_NOT_FOUND
-        except OSError as error:
-            note(f"cannot run {self.options.command[0]!r}: {error.strerror or error}")
-            return EX_CANNOT_EXECUTE
-        self.child = child
-        with signals_blocked(STOP_SIGNALS):  # the waiter thread must not take our signals
-            threading.Thread(target=self._wait_child, name="zklocks-child", daemon=True).start()
-        return self._supervise(lease, child)
-
-    def _on_revoke(self, _lease: object) -> None:
-        self.revoked.set()
-        self.wake.set()
-
-    def _wait_child(self) -> None:
-        assert self.child is not None
-        self.child.wait()
-        self.wake.set()
-
-    def _supervise(self, lease: Lease, child: subprocess.Popen[bytes]) -> int:
-        kill_at: float | None = None  # when to SIGKILL, once a stop was asked for
-        ours: int | None = None  # the exit status we decided, overriding the command's
-        lost_seen = False
-        revoke_seen = False
-        terminal_stops = 0  # Ctrl-C (or Ctrl-\\) typed while the command runs in front
-        hint_at: float | None = None  # when to say that a second Ctrl-C kills the command
-        while True:
-            self.wake.clear()
-            if child.poll() is not None:
-                break
-            while self.received:
-                sig = self.received.pop(0)
-                if self.foreground and sig in TERMINAL_SIGNALS:
-                    # The terminal sent it to the command as well; typed again while
-                    # the command still runs, it escalates as a forwarded one does.
-                    terminal_stops += 1
-                    if terminal_stops == 1:
-                        hint_at = time.monotonic() + STILL_RUNNING_HINT
-                    else:
-                        note("interrupted again: the command is still running; sending SIGKILL")
-                        self._signal(signal.SIGKILL)
-                        ours = 128 + sig
-                    continue
-                if kill_at is not None:
-                    self._signal(signal.SIGKILL)  # asked twice: no more patience
-                    continue
-                self._signal(signal.Signals(sig))
-                ours = 128 + sig
-                kill_at = time.monotonic() + self.options.kill_after
-            if not lost_seen and lease.lost:
-                lost_seen = True
-                ours = EX_LOST
-                note(
-                    f"lost {self.options.held} while the command ran "
-                    f"({lease.lost_reason}); stopping it with SIGTERM"
-                )
-                self._signal(signal.SIGTERM)
-                if kill_at is None:
-                    kill_at = time.monotonic() + self.options.kill_after
-            if not revoke_seen and not lost_seen and self.revoked.is_set():
-                revoke_seen = True  # a request: SIGTERM once, no SIGKILL, its own status
-                note(
-                    f"asked to let go of {self.options.held} (revoke); "
-                    "stopping the command with SIGTERM"
-                )
-                self._signal(signal.SIGTERM)
-            if kill_at is not None and time.monotonic() >= kill_at:
-                note(
-                    f"the command did not exit {self.options.kill_after:g} s after SIGTERM; "
-                    "sending SIGKILL"
-                )
-                self._signal(signal.SIGKILL)
-                kill_at = None
-            if hint_at is not None and terminal_stops == 1 and time.monotonic() >= hint_at:
-                note("the command is still running; press Ctrl-C again to kill it")
-                hint_at = None
-            wait = CHECK_INTERVAL
-            for due in (kill_at, hint_at):
-                if due is not None:
-                    wait = max(0.0, min(wait, due - time.monotonic()))
-            self.wake.wait(wait)
-        returncode = child.returncode
-        status = 128 - returncode if returncode < 0 else returncode
-        if lease.lost and not lost_seen:
-            lost_seen = True
-            ours = EX_LOST
-            note(
-                f"lost {self.options.held} while the command ran "
-                f"({lease.lost_reason}); it exited with status {status} meanwhile"
-            )
-        if lost_seen and not self.foreground:
-            self._signal(signal.SIGKILL)  # no straggler of its group may go on unprotected
-        return status if ours is None else ours
-
-    def _signal(self, sig: signal.Signals) -> None:
-        child = self.child
-        if child is None:
-            return
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            if self.foreground:
-                if child.poll() is None:
-                    child.send_signal(sig)
-            else:
-                os.killpg(child.pid, sig)  # its own group: grandchildren too
