@@ -25,6 +25,7 @@ from typing import Any
 
 from zklocks._asyncio.carrier import AsyncCarrier
 from zklocks._core import ops
+from zklocks._core.deadline import Deadline
 from zklocks._core.errors import ClientClosed
 from zklocks._core.flow import Flow
 from zklocks._frontend.operations import Finished, Operation, Stepper
@@ -70,7 +71,7 @@ async def execute(op: ops.Op, session: AsyncCarrier, inbox: Inbox) -> ops.Reply:
 async def clean_up(op: ops.Cleanup, session: AsyncCarrier) -> ops.Reply:
     """Run the cleanup steps apart from the caller; await them until ``op.deadline``."""
     task = session.in_background(run(op.steps, session))
-    remaining = None if op.deadline is None else max(op.deadline - time.monotonic(), 0.0)
+    remaining = Deadline(op.deadline).remaining()
     finished, _ = await asyncio.wait((task,), timeout=remaining)
     if finished:
         task.result()  # what the steps raised goes into the flow, as if run in it
@@ -106,11 +107,11 @@ class Inbox:
         if not self._events:
             ready = self._ready = self._ready or asyncio.Event()
             ready.clear()
-            remaining = None if deadline is None else deadline - time.monotonic()
-            if remaining is not None and remaining <= 0:
+            until = Deadline(deadline)
+            if until.passed():
                 return ops.TIMED_OUT
             try:
-                await asyncio.wait_for(ready.wait(), remaining)
+                await asyncio.wait_for(ready.wait(), until.remaining())
             except asyncio.TimeoutError:
                 return ops.TIMED_OUT
         taken, self._events = tuple(self._events), []

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Coroutine, Sequence
 from typing import Any, TypeVar
 
 from zklocks._core import events as _events
+from zklocks._core.deadline import Deadline
 from zklocks._core.ops import TIMED_OUT, GetData, Reply, Request
 from zklocks._protocol.errors import ClientClosedError, NoNodeError
 from zklocks._transport.adapter import facts_of, reply_of, submit_all
@@ -62,10 +62,9 @@ class AsyncSession:
         # Woken by a connection that is gone again (one that died at birth), wait on:
         # submitted now, the requests would be queued for the next one, past the deadline.
         while deadline is not None and not self._connected.is_set():
+            remaining = Deadline(deadline, self.facts.clock).remaining()
             try:
-                await asyncio.wait_for(
-                    self._connected.wait(), max(0.0, deadline - time.monotonic())
-                )
+                await asyncio.wait_for(self._connected.wait(), remaining)
             except asyncio.TimeoutError:
                 return [TIMED_OUT for _ in requests]  # never sent
         futures = submit_all(self.connection, requests, watcher)

@@ -47,6 +47,7 @@ from types import TracebackType
 
 from zklocks._core import events as _events
 from zklocks._core import revoke as _revoke
+from zklocks._core.deadline import Deadline
 from zklocks._core.errors import LockError, LockLost
 from zklocks._vocabulary import SessionFacts, SessionState, Watcher, WatchEvent, WatchKind
 
@@ -59,11 +60,11 @@ MAX_HOLD = "max_hold"
 """The loss reason's metric code (and the word in ``lost_reason``) for an overlong hold."""
 
 
-def loss_deadline(last_answered_sent: float | None, session_timeout: float) -> float | None:
-    """The instant (driver's monotonic clock) from which the server may have expired us."""
-    if last_answered_sent is None:
-        return None
-    return last_answered_sent + session_timeout
+def loss_deadline(session: SessionFacts) -> Deadline:
+    """The instant, on the session's clock, from which the server may have expired us
+    (never while no request of the session was answered)."""
+    sent = session.last_answered_sent()
+    return Deadline(None if sent is None else sent + session.session_timeout(), session.clock)
 
 
 class LeaseBase:
@@ -245,7 +246,7 @@ class LeaseBase:
         ``schedule`` arms the timer on the client's event thread; ``take_back`` deletes
         our node, apart from every caller, once the bound has made the lease lost."""
         self._max_hold = max_hold
-        self._hold_deadline = self._session.clock() + max_hold
+        self._hold_deadline = Deadline.after(max_hold, clock=self._session.clock).at
         self._take_back = take_back
         cancel = schedule(max_hold, self._overheld)
         with self._mutex:
@@ -262,13 +263,10 @@ class LeaseBase:
         """Apply the clock rules now; mark the lease lost if its time has come."""
         if self._lost_reason is not None or self._ended:
             return self._lost_reason is not None
-        if self._hold_deadline is not None and self._session.clock() >= self._hold_deadline:
+        if Deadline(self._hold_deadline, self._session.clock).passed():
             self._overheld()
             return True
-        deadline = loss_deadline(
-            self._session.last_answered_sent(), self._session.session_timeout()
-        )
-        if deadline is not None and self._session.clock() >= deadline:
+        if loss_deadline(self._session).passed():
             self._mark_lost("no answer from ZooKeeper for a whole session timeout", "no_answer")
         return self._lost_reason is not None
 
@@ -533,12 +531,12 @@ class LeaseKeeper:
         facts = self._facts()
         if facts is None:
             return
-        deadline = loss_deadline(facts.last_answered_sent(), facts.session_timeout())
-        if deadline is None:
-            return
+        deadline = loss_deadline(facts)
         with self._timer_mutex:
+            delay = deadline.remaining()
+            if delay is None:
+                return  # no request answered yet: no instant to time
             self._disarm_timer()
-            delay = max(0.0, deadline - facts.clock())
             self._cancel_timer = self._schedule(delay, self._fire)
 
     def _fire(self) -> None:

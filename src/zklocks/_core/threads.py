@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import signal
 import threading
-import time
 from collections.abc import Callable
+
+from zklocks._core.deadline import Deadline
 
 __all__ = ["SIGNAL_SLICE", "USER_SIGNALS", "background_thread", "wait_interruptibly"]
 
@@ -43,24 +44,20 @@ def background_thread(target: Callable[[], object], name: str) -> threading.Thre
 SIGNAL_SLICE = 0.2  # the longest a pending Ctrl-C waits in the main thread (seconds)
 
 
-def wait_interruptibly(event: threading.Event, timeout: float | None) -> bool:
-    """``event.wait(timeout)``, in slices when on the main thread.
+def wait_interruptibly(event: threading.Event, deadline: Deadline) -> bool:
+    """``event.wait`` until ``deadline``, in slices when on the main thread.
 
     A signal that arrives after Python last looked for one and before the wait begins
     is only acted on once the wait ends (CPython runs handlers between bytecodes, and
     the lock wait does not look first): with a 30 s timeout a Ctrl-C was seen to take
-    30 s. Waiting in slices bounds that to ``SIGNAL_SLICE``.
+    30 s. Waiting in slices bounds that to ``SIGNAL_SLICE``; each slice is cut to what
+    remains of the one deadline.
     """
     if threading.current_thread() is not threading.main_thread():
-        return event.wait(timeout)
-    if timeout is None:
-        while not event.wait(SIGNAL_SLICE):
-            pass
-        return True
-    deadline = time.monotonic() + timeout
+        return event.wait(deadline.remaining())
     while True:
-        left = deadline - time.monotonic()
-        if left <= 0:
+        left = deadline.remaining()
+        if left == 0.0:
             return event.is_set()
-        if event.wait(min(left, SIGNAL_SLICE)):
+        if event.wait(SIGNAL_SLICE if left is None else min(left, SIGNAL_SLICE)):
             return True

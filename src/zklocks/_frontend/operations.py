@@ -29,6 +29,7 @@ from zklocks._core import flow as _flow
 from zklocks._core import multilock as _multilock
 from zklocks._core import revoke as _revoke
 from zklocks._core.contenders import Contender, list_contenders
+from zklocks._core.deadline import Clock, Deadline
 from zklocks._core.errors import ClientClosed, LockError, NotHeld
 from zklocks._core.lease import LeaseBase
 from zklocks._core.ops import Op
@@ -118,11 +119,22 @@ class Finished:
 # -- one lock --------------------------------------------------------------------------
 
 
+AcquireFn: TypeAlias = Callable[[_flow.AcquireSpec], _flow.Flow]
+"""Makes the acquire flow of one call: ``zklocks._core.flow.acquire``, or the simulator's
+planted variant of it (a test showing that an old behaviour is caught)."""
+
+
 def acquire(
-    lock: LockCore[L], owner: object, owner_name: str, timeout: float | None, blocking: bool
+    lock: LockCore[L],
+    owner: object,
+    owner_name: str,
+    timeout: float | None,
+    blocking: bool,
+    start: AcquireFn | None = None,
 ) -> Operation[L | None]:
     """The lease of ``owner`` (reentered, or newly granted), or None when not ``blocking``
-    and the lock is held by another. ``timeout`` is already checked."""
+    and the lock is held by another. ``timeout`` is already checked; ``start`` makes the
+    flow (``zklocks._core.flow.acquire`` unless the simulator plants another)."""
     again = lock._holdings.reenter(owner)
     if again is not None:
         return again
@@ -134,9 +146,9 @@ def acquire(
     yield Use(session)
     # the probe's clock starts first: a timed-out wait then measures >= its timeout
     probe = _events.AcquireProbe(lock.kind, lock.path)
-    deadline = None if timeout is None else time.monotonic() + timeout
-    spec = lock._config.spec(owner_name, deadline, blocking)
-    acquired = yield from probe.watch(_flow.acquire(spec))
+    deadline = Deadline.after(timeout, clock=session.facts.clock)
+    spec = lock._config.spec(owner_name, deadline.at, blocking)
+    acquired = yield from probe.watch((start or _flow.acquire)(spec))
     if acquired is None:
         return None
     lease: L = lock._client._watch_lease(acquired)
@@ -219,29 +231,33 @@ def contenders(lock: LockCore[Any]) -> Operation[list[Contender]]:
 
 def wait_for_change(lock: LockCore[Any], timeout: float | None) -> Operation[bool]:
     """True when a contender joins or leaves, False once ``timeout`` (checked) passed."""
-    yield Use(lock._client._session_or_raise())
-    deadline = None if timeout is None else time.monotonic() + timeout
-    return (yield from await_children_change(lock.path, deadline))
+    session = lock._client._session_or_raise()
+    yield Use(session)
+    deadline = Deadline.after(timeout, clock=session.facts.clock)
+    return (yield from await_children_change(lock.path, deadline.at))
 
 
 # -- several locks as one --------------------------------------------------------------
 
 
 def acquire_all(
-    multi: MultiLockCore[Any, L], owner: object, owner_name: str, timeout: float | None
+    multi: MultiLockCore[Any, L],
+    owner: object,
+    owner_name: str,
+    timeout: float | None,
+    start: AcquireFn | None = None,
 ) -> Operation[list[L]]:
     """Every part's lease (in the order given), taken in the global order under one
     deadline. On any way out (``LockTimeout``, an error, Ctrl-C, a cancel) what was taken
     is released, then the first cause is raised; an interruption that lands during that
-    cleanup (not an ``Exception``) is never swallowed."""
-    deadline = None if timeout is None else time.monotonic() + timeout
+    cleanup (not an ``Exception``) is never swallowed. ``start``: as for ``acquire``."""
+    deadline = Deadline.after(timeout, clock=_clock_of(multi._parts[multi._order[0]]))
     taken: list[LockCore[L]] = []
     leases: dict[int, L] = {}
     try:
         for index in multi._order:
             part = multi._parts[index]
-            wait = _multilock.remaining(deadline, time.monotonic())
-            lease = yield from acquire(part, owner, owner_name, wait, True)
+            lease = yield from acquire(part, owner, owner_name, deadline.remaining(), True, start)
             assert lease is not None  # a blocking acquire grants or raises
             leases[index] = lease
             taken.append(part)
@@ -253,6 +269,18 @@ def acquire_all(
     result = [leases[index] for index in range(len(multi._parts))]
     _multilock.share_fate(result)
     return result
+
+
+def _clock_of(lock: LockCore[Any]) -> Clock:
+    """The clock of the session ``lock``'s client runs on (the simulator's is virtual).
+
+    With no session (not started, stopped, forked) nothing will be timed on it: the
+    acquire raises ``ClientClosed`` before it waits, or reenters without waiting."""
+    try:
+        session = lock._client._session_or_none()
+    except ClientClosed:
+        session = None
+    return time.monotonic if session is None else session.facts.clock
 
 
 def _ordinary(interruption: BaseException, cause: BaseException) -> bool:
@@ -329,10 +357,11 @@ def observe_step(lock: LockCore[Any], seen: Observation) -> Operation[Contender 
     while True:
         try:
             if seen.read:
-                deadline = None if seen.timeout is None else time.monotonic() + seen.timeout
-                yield Use(lock._client._session_or_raise())
+                session = lock._client._session_or_raise()
+                yield Use(session)
+                deadline = Deadline.after(seen.timeout, clock=session.facts.clock)
                 node = None if seen.last is None else seen.last.node
-                if not (yield from _election.await_change(seen.path, node, deadline)):
+                if not (yield from _election.await_change(seen.path, node, deadline.at)):
                     return ENDED
             yield Use(lock._client._session_or_raise())
             leader = yield from _election.read_leader(seen.path)

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from zklocks._core import ops
+from zklocks._core.deadline import Deadline
 from zklocks._core.errors import ClientClosed
 from zklocks._core.flow import Flow
 from zklocks._core.threads import wait_interruptibly
@@ -84,7 +85,7 @@ def clean_up(op: ops.Cleanup, session: SyncSession) -> ops.Reply:
     An interruption (Ctrl-C) ends the wait, not the cleanup: the steps run on.
     """
     done = session.in_background(functools.partial(run, op.steps, session))
-    remaining = None if op.deadline is None else max(op.deadline - session.facts.clock(), 0.0)
+    remaining = Deadline(op.deadline, session.facts.clock).remaining()
     finished, _ = concurrent.futures.wait((done,), remaining)
     if finished:
         done.result()  # what the steps raised goes into the flow, as if run in it
@@ -128,11 +129,9 @@ class Inbox:
         ready = self._ready
         if ready is None:
             ready = self._ready = threading.Event()  # no watch set: only the deadline ends it
+        until = Deadline(deadline, clock)
         while True:
-            remaining = None if deadline is None else deadline - clock()
-            if (remaining is not None and remaining <= 0) or not wait_interruptibly(
-                ready, remaining
-            ):
+            if until.passed() or not wait_interruptibly(ready, until):
                 return ops.TIMED_OUT
             ready.clear()
             taken = []

@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from zklocks._core import events as _events
+from zklocks._core.deadline import Deadline
 from zklocks._core.errors import InvalidArgument
 from zklocks._core.ops import TIMED_OUT, GetData, Reply, Request
 from zklocks._core.threads import background_thread
@@ -365,8 +366,8 @@ class NativeSession:
         """
         while not self._connected.is_set():
             try:
-                remaining = deadline - self._loop.time()
-                await asyncio.wait_for(self._connected.wait(), max(0.0, remaining))
+                remaining = Deadline(deadline, self.facts.clock).remaining()
+                await asyncio.wait_for(self._connected.wait(), remaining)
             except asyncio.TimeoutError:
                 done.set([TIMED_OUT for _ in requests])
                 return

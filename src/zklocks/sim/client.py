@@ -1,13 +1,16 @@
 """A simulated client: one process's session, watches, lease keeper and lock program,
-and the simulator's driver of the lock flows.
+and the simulator's driver of the lock operations.
 
-A client runs a *program*: for every cycle of its script, think, run
-``zklocks._core.flow.acquire`` to its end, hold, run ``zklocks._core.flow.release``. The
-flows are the real ones; only the driver is the simulator's (``SimClient.drive``, a short
-loop like ``zklocks._sync.driver``: send the requests, hand over the watch events of the
-run, or the deadline). A program is a generator that yields *actions* — send one
-request, wait for a connection, wait for a watch, sleep — and the scheduler
-(``zklocks.sim.scheduler``) resumes it with the outcome.
+A client runs a *program*: for every cycle of its script, think, acquire, hold, release.
+It takes and gives back its locks through ``zklocks._frontend.operations`` (``acquire``
+and ``release``, or ``acquire_all`` and ``release_held`` for a multi-lock), the code both
+real clients run, on lock objects of its own (``zklocks.sim.locks``); so the flows,
+the bookkeeping and the cleanup on every way out are the real ones, and only the driver
+is the simulator's (``SimClient.drive``, a short loop like ``zklocks._sync.driver``, on
+the same ``operations.Stepper``: send the requests, hand over the watch events of the
+flow run, or the deadline). A program is a generator that yields *actions*
+(``zklocks.sim.actions``): send one request, wait for a connection, wait for a watch,
+sleep; and the scheduler (``zklocks.sim.scheduler``) resumes it with the outcome.
 
 The client knows its simulation only as a ``World``: what it reads and reports, named
 here, so this module does not import the scheduler that runs it.
@@ -16,11 +19,9 @@ here, so this module does not import the scheduler that runs it.
 from __future__ import annotations
 
 from collections.abc import Callable, Generator, Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol, TypeAlias
+from typing import Any, Protocol, TypeVar, cast
 
 from zklocks._core import flow as _flow
-from zklocks._core import multilock as _multilock
 from zklocks._core import nodes as _nodes
 from zklocks._core.errors import InvalidArgument, LockTimeout
 from zklocks._core.lease import Lease, LeaseKeeper
@@ -38,6 +39,7 @@ from zklocks._core.ops import (
     too_late,
 )
 from zklocks._frontend import operations
+from zklocks._frontend.operations import AcquireFn
 from zklocks._protocol.errors import (
     ClientClosedError,
     ConnectionLossError,
@@ -45,98 +47,30 @@ from zklocks._protocol.errors import (
     SessionExpiredError,
 )
 from zklocks._vocabulary import SessionFacts, SessionState, Watcher, WatchEvent, WatchKind
+from zklocks.sim.actions import (
+    CONNECTED,
+    EXPIRED,
+    Action,
+    AwaitConnection,
+    AwaitWake,
+    Delivery,
+    Holding,
+    Send,
+    Sleep,
+    Timer,
+)
 from zklocks.sim.faults import Fault, Interrupt
-from zklocks.sim.model import ClientWatches, Model, Notification
+from zklocks.sim.locks import SimConfig, SimLock, SimMultiLock
+from zklocks.sim.model import ClientWatches, Model
+from zklocks.sim.operator import operate
 from zklocks.sim.scenario import Cycle, Scenario
 from zklocks.sim.violation import Violation
 
-AcquireFn: TypeAlias = Callable[[_flow.AcquireSpec], _flow.Flow]
-"""Makes the acquire flow of one call: ``zklocks._core.flow.acquire``, or a test's variant
-of it (to plant an old behaviour and show that the simulator finds it)."""
+T = TypeVar("T")
 
 
 class _Abandoned(BaseException):
     """Thrown into a flow whose run ended early, so it finishes instead of being closed."""
-
-
-# -- actions a client's program yields ------------------------------------------------
-
-
-@dataclass(slots=True)
-class Send:
-    """Send one request now (the reply is the outcome)."""
-
-    request: Request
-    watcher: Watcher | None
-    epoch: int  # the connection it is sent on; a drop since then loses it
-
-
-@dataclass(slots=True)
-class AwaitConnection:
-    """Wait to reconnect: outcome CONNECTED, EXPIRED (new session) or TIMED_OUT."""
-
-    deadline: float | None
-
-
-@dataclass(slots=True)
-class AwaitWake:
-    """Wait until a watcher fired into ``fired`` (True) or the deadline passed (False)."""
-
-    fired: list[WatchEvent]
-    deadline: float | None
-
-
-@dataclass(slots=True)
-class Sleep:
-    until: float
-
-
-Action: TypeAlias = Send | AwaitConnection | AwaitWake | Sleep
-CONNECTED = "connected"
-EXPIRED = "expired"
-
-
-@dataclass(slots=True)
-class Holding:
-    """A grant while (and after) its holder holds it."""
-
-    client: int
-    kind: str
-    node: str
-    token: int
-    session_id: int
-    lease: Lease
-    granted_at: float
-
-
-@dataclass(slots=True)
-class Outcome:
-    """How one acquire call ended: granted | missed | timed out | interrupted."""
-
-    client: int
-    kind: str
-    result: str
-    at: float
-
-
-@dataclass(slots=True)
-class Delivery:
-    """A watch notification on its way to a client (``deliver_at`` on the virtual clock)."""
-
-    deliver_at: float
-    order: float
-    notification: Notification
-    held: bool = False  # a reordered one, waiting to be overtaken
-
-
-@dataclass(slots=True)
-class Timer:
-    """A ``LeaseKeeper`` timer on the virtual clock (frozen while its client is paused)."""
-
-    due: float
-    order: int
-    fn: Callable[[], None]
-    cancelled: bool = False
 
 
 class Checks(Protocol):
@@ -165,7 +99,7 @@ class World(Protocol):
     def checker(self) -> Checks: ...
 
     def spec_for(
-        self, client: SimClient, cycle: Cycle, path: str | None = None
+        self, client: SimClient, cycle: Cycle, path: str, deadline: float | None, blocking: bool
     ) -> _flow.AcquireSpec: ...
 
     def record(
@@ -197,7 +131,7 @@ class SimClient:
         self.watches = ClientWatches()
         self.inbox: list[Delivery] = []  # notifications on their way to it
         self.requests = 0  # requests sent (fault coordinate)
-        self.ops = 0  # operations its acquire flows yielded (fault coordinate)
+        self.ops = 0  # operations its acquires yielded (fault coordinate)
         self.events = 0  # watch notifications the server sent it (fault coordinate)
         self.attempt: str | None = None  # the acquire in progress
         self.awaiting: tuple[str, ...] | None = None  # nodes its flow watches and waits on
@@ -218,7 +152,9 @@ class SimClient:
         # events, and the clock rule's timer while cut off
         self.timers: list[Timer] = []
         self.pending_watches: list[tuple[str, Watcher]] = []  # sent on reconnect
-        self.pending_looks: list[Lease] = []  # leases' looks at their node, on reconnect
+        self.pending_apart: list[operations.Operation[None]] = []  # run on reconnect
+        self.spec: _flow.AcquireSpec | None = None  # the attempt under way (or the last)
+        self.released: list[Holding] = []  # released by the operation under way
         self.hold: Sleep | None = None  # the hold under way, which letting go cuts short
         self.keeper = LeaseKeeper(lambda: self.facts, self.schedule)
         self._program = self.program()
@@ -256,9 +192,9 @@ class SimClient:
             pending, self.pending_watches = self.pending_watches, []
             for path, watcher in pending:
                 self.watch_node(path, watcher)
-            looks, self.pending_looks = self.pending_looks, []
-            for lease in looks:
-                self.look(lease)
+            apart, self.pending_apart = self.pending_apart, []
+            for operation in apart:
+                self.run_apart(operation)
             if isinstance(self.action, AwaitConnection):
                 self.resume(CONNECTED)
             return
@@ -287,18 +223,10 @@ class SimClient:
         elif isinstance(reply, NoNodeError):
             watcher(WatchEvent(WatchKind.DELETED, path))
 
-    def look(self, lease: Lease) -> None:
-        """A lease's look at its node's data (for a revoke request): a getData, sent once
-        connected; its reply answers ``_data_seen``."""
-        if not self.connected:
-            self.pending_looks.append(lease)
-            return
-        reply = self.sim.model.get_data(self.session_id, lease.node)
-        lease._data_seen(reply.data if isinstance(reply, NodeData) else None)
-
     def let_go_early(self) -> None:
-        """Asked to let go (a revoke), or bound by ``max_hold``: the hold ends now, and the
-        program's release gives the node back (by name and token, as ``_take_back``)."""
+        """Asked to let go (a revoke callback): the hold ends now, and the program
+        releases. (Past ``max_hold`` the operation takes our node back apart, and the
+        holder, like a hung one, holds on until its own release finds the node gone.)"""
         if self.hold is not None:
             self.hold.until = min(self.hold.until, self.sim.now)
 
@@ -332,39 +260,68 @@ class SimClient:
             self.done = True
 
     def program(self) -> Generator[Action, Any, None]:
+        """Each cycle: think, acquire, hold, release."""
         sim = self.sim
-        if sim.scenario.paths:
-            yield from self.multi_program()
-            return
         for cycle in self.script.cycles:
             if cycle.think:
                 yield Sleep(sim.now + cycle.think)
-            spec = sim.spec_for(self, cycle)
-            acquired = yield from self.acquire(spec, cycle)
+            taking, giving = self.calls(cycle)
+            acquired = yield from self.acquire(taking)
             if acquired is None:
                 continue
-            holding = self.grant(spec, acquired, cycle)
+            if sim.scenario.operations:
+                for lease in acquired if isinstance(acquired, list) else [acquired]:
+                    lease.add_revoke_callback(lambda _lease: self.let_go_early())
             yield from self.hold_for(cycle.hold)
-            yield from self.give_up(holding)
+            yield from self.release(giving)
 
-    def multi_program(self) -> Generator[Action, Any, None]:
-        """What ``MultiLock`` does: take the locks in the global order under one deadline;
-        if one is not had, release what was taken; hold; release in reverse order."""
+    def calls(
+        self, cycle: Cycle
+    ) -> tuple[operations.Operation[Lease | list[Lease] | None], operations.Operation[None]]:
+        """One cycle's acquire and release: ``Lock``'s, or, in a multi scenario, those of
+        ``MultiLock`` over the locks in the order the cycle gives them."""
         sim = self.sim
-        for cycle in self.script.cycles:
-            if cycle.think:
-                yield Sleep(sim.now + cycle.think)
-            given = [sim.spec_for(self, cycle, sim.scenario.paths[i]) for i in cycle.given]
-            taken: list[Holding] = []
-            for index in _multilock.global_order(given):
-                acquired = yield from self.acquire(given[index], cycle)
-                if acquired is None:
-                    break
-                taken.append(self.grant(given[index], acquired, cycle))
-            if len(taken) == len(given):
-                yield from self.hold_for(cycle.hold)
-            for holding in reversed(taken):
-                yield from self.give_up(holding)
+        start = sim.acquire_flow
+        if sim.scenario.paths:
+            multi = SimMultiLock([self.lock(cycle, sim.scenario.paths[i]) for i in cycle.given])
+            return (
+                operations.acquire_all(multi, self.index, self.name, cycle.timeout, start),
+                operations.release_held(multi, self.index),
+            )
+        lock = self.lock(cycle, sim.scenario.path)
+        return (
+            operations.acquire(lock, self.index, self.name, cycle.timeout, cycle.blocking, start),
+            operations.release(lock, self.index),
+        )
+
+    @property
+    def name(self) -> str:
+        """The owner's name in its nodes' data (``identifier``)."""
+        return f"client-{self.index}"
+
+    def lock(self, cycle: Cycle, path: str) -> SimLock:
+        """The lock of one cycle on ``path``, as ``Client.lock`` would make it; its spec is
+        drawn from the seed when its acquire asks."""
+        sim = self.sim
+
+        def draw(deadline: float | None, blocking: bool) -> _flow.AcquireSpec:
+            spec = sim.spec_for(self, cycle, path, deadline, blocking)
+            self.spec, self.attempt = spec, spec.attempt
+            if sim.trace is not None:
+                until = "never" if deadline is None else f"{deadline:.4f}"
+                sim.note(self, f"acquire {spec.kind} blocking={blocking} deadline={until}")
+            return spec
+
+        fair = sim.scenario.fair and cycle.fair
+        config = SimConfig(
+            path=path,
+            kind=cycle.kind,
+            fair=fair,
+            permits=sim.scenario.permits,
+            max_hold=cycle.max_hold,
+            draw=draw,
+        )
+        return SimLock(self, config)
 
     def hold_for(self, seconds: float) -> Generator[Action, Any, None]:
         self.hold = Sleep(self.sim.now + seconds)
@@ -373,76 +330,55 @@ class SimClient:
         finally:
             self.hold = None
 
-    def give_up(self, holding: Holding) -> Generator[Action, Any, None]:
-        """Release one holding, as ``Lock.release`` does (``operations.end``)."""
+    def acquire(self, taking: operations.Operation[Any]) -> Generator[Action, Any, Any]:
+        """Drive one acquire operation; what it granted, or None (recorded as refused,
+        missed, timed out or interrupted). The unexpected is a ``Violation``."""
         sim = self.sim
-        sim.checker.before_release(self, holding)
-        if self.holding is holding:
-            self.holding = self.others.pop(0) if self.others else None
-        else:
-            self.others.remove(holding)
-        deletion = operations.end(holding.lease)  # the release rule of both clients
-        if sim.trace is not None:
-            sim.note(self, f"releases {short(holding.node)}")
-        try:
-            yield from self.drive(deletion)
-        except Exception as exc:
-            if isinstance(exc, Violation):
-                raise
-            raise Violation(f"{self}: release of {holding.node} raised {exc!r}") from exc
-        if (holding.node, holding.token) in sim.force_deleted:
-            sim.after_release_of_deleted(holding)
-
-    def acquire(self, spec: _flow.AcquireSpec, cycle: Cycle) -> Generator[Action, Any, Any]:
-        sim = self.sim
-        self.attempt = spec.attempt
         self.interruptible = True
         self.interrupted = False
-        if sim.trace is not None:
-            until = "never" if spec.deadline is None else f"{spec.deadline:.4f}"
-            sim.note(self, f"acquire {cycle.kind} blocking={spec.blocking} deadline={until}")
+        self.spec = None
         try:
-            acquired = yield from self.drive(sim.acquire_flow(spec))
+            acquired = yield from self.drive(taking)
         except InvalidArgument as exc:
-            if spec.fair or sim.scenario.family != "mixed":
-                raise Violation(f"{self}: acquire {spec.kind} raised {exc!r}") from exc
+            spec = self.spec
+            if spec is None or spec.fair or sim.scenario.family != "mixed":
+                raise Violation(f"{self}: acquire raised {exc!r}") from exc
             sim.record(self, spec, "refused")  # a one-node lock beside queued ones
             return None
         except KeyboardInterrupt:
-            if not self.interrupted:
+            if not self.interrupted or self.spec is None:
                 raise
-            sim.record(self, spec, "interrupted")
+            sim.record(self, self.spec, "interrupted")
             return None
         except LockTimeout:
-            sim.record(self, spec, "timed out")
+            assert self.spec is not None
+            sim.record(self, self.spec, "timed out")
             return None
         except Exception as exc:
             if isinstance(exc, Violation):
                 raise
-            raise Violation(f"{self}: acquire {spec.kind} raised {exc!r}") from exc
+            raise Violation(f"{self}: acquire raised {exc!r}") from exc
         finally:
             self.interruptible = False
             self.attempt = None
+            self.after_releases()
         if acquired is None:
-            sim.record(self, spec, "missed")
+            assert self.spec is not None
+            sim.record(self, self.spec, "missed")
             return None
         return acquired
 
-    def grant(self, spec: _flow.AcquireSpec, acquired: _flow.Acquired, cycle: Cycle) -> Holding:
-        """What the clients' acquire operation (``_frontend/operations.acquire``) does
-        with a grant: a lease, watched by the keeper; with operations, listening for
-        revokes and bounded by the cycle's ``max_hold``."""
+    def granted(self, acquired: _flow.Acquired) -> Lease:
+        """The lease of a grant (``Host._watch_lease``), watched by the keeper; the grant
+        is recorded and checked at once, before the operation equips the lease."""
         sim = self.sim
+        spec = self.spec
+        assert spec is not None, "a grant comes from a spec this client drew"
         lease = Lease(acquired.node, acquired.token, self.facts, acquired.owner)
+        self.keeper.track(lease, self.watch_node)
         holding = Holding(
             self.index, spec.kind, acquired.node, acquired.token, self.session_id, lease, sim.now
         )
-        self.keeper.track(lease, self.watch_node)
-        if sim.scenario.operations:
-            lease._allow_looks(lambda: self.look(lease))
-            lease.add_revoke_callback(lambda _lease: self.let_go_early())
-            if cycle.max_hold is not None:
-                lease._limit_hold(cycle.max_hold, self.schedule, self.let_go_early)
         if self.holding is None:
             self.holding = holding
         else:  # multi: a further part
@@ -450,42 +386,82 @@ class SimClient:
         sim.grants.append(holding)
         sim.record(self, spec, "granted", acquired.node)
         sim.checker.on_grant(self, holding, spec)
-        return holding
+        return lease
+
+    def releasing(self, lease: Lease) -> None:
+        """The last release of ``lease`` begins (``SimHoldings.leave``): the invariants
+        look at its holder, which then holds it no more."""
+        holding = next(
+            h for h in (self.holding, *self.others) if h is not None and h.lease is lease
+        )
+        self.sim.checker.before_release(self, holding)
+        if self.holding is holding:
+            self.holding = self.others.pop(0) if self.others else None
+        else:
+            self.others.remove(holding)
+        self.released.append(holding)
+        if self.sim.trace is not None:
+            self.sim.note(self, f"releases {short(holding.node)}")
+
+    def after_releases(self) -> None:
+        """Once the releases of an operation are done: a node the plan deleted under its
+        holder may have taken the next holder's with it (``after_release_of_deleted``)."""
+        released, self.released = self.released, []
+        for holding in released:
+            if (holding.node, holding.token) in self.sim.force_deleted:
+                self.sim.after_release_of_deleted(holding)
+
+    def release(self, giving: operations.Operation[None]) -> Generator[Action, Any, None]:
+        """Drive one release operation (``Lock.release``, ``MultiLock.release``)."""
+        try:
+            yield from self.drive(giving)
+        except Exception as exc:
+            if isinstance(exc, Violation):
+                raise
+            raise Violation(f"{self}: release raised {exc!r}") from exc
+        finally:
+            self.after_releases()
+
+    def run_apart(self, operation: operations.Operation[None]) -> None:
+        """What a real client runs apart from every caller (``Front.spawn``), run in one
+        step against the model once connected; none of it is lost to a fault."""
+        if not self.connected:
+            self.pending_apart.append(operation)
+            return
+        operate(self.sim.model, self.session_id, inline_cleanups(_ops_of(operation)))
+        self.sim.route()
 
     # -- the driver: what zklocks._sync.driver does, against the model ---------------------
 
-    def drive(self, flow: _flow.Flow) -> Generator[Action, Any, Any]:
-        """Run ``flow`` to its end as the sync driver does: send its requests, hand it the
-        watch events of this run (``fired``) or the deadline; a planned interrupt is
-        thrown into it as the sync driver throws a KeyboardInterrupt. Its cleanup runs
-        in place, one operation at a time (a fault may land on each), where the sync
-        driver runs it apart from the caller."""
-        flow = inline_cleanups(flow)
-        fired: list[WatchEvent] = []
-        step: Callable[[Any], Op] = flow.send
-        value: Any = None
+    def drive(self, operation: operations.Operation[T]) -> Generator[Action, Any, T]:
+        """Run ``operation`` to its end as the sync driver does (``operations.Stepper``):
+        send its requests, hand it the watch events of this flow run or the deadline; a
+        planned interrupt is thrown into it as the sync driver throws a
+        KeyboardInterrupt. Its cleanup runs in place, one operation at a time (a fault
+        may land on each), where the sync driver runs it apart from the caller."""
+        flow = inline_cleanups(_ops_of(operation))
+        stepper: operations.Stepper[SimClient, list[WatchEvent]] = operations.Stepper(
+            flow, self, list
+        )
         try:
-            while True:
-                try:
-                    op = step(value)
-                except StopIteration as stop:
-                    return stop.value
-                step, value = flow.send, None
+            while not isinstance(op := stepper.next(), operations.Finished):
                 fault = None
                 if self.interruptible:
                     fault = self.sim.interrupts.get((self.index, self.ops))
                     self.ops += 1
                 if fault is None or self.interrupted:
-                    value = yield from self.execute(op, fired)
+                    stepper.send((yield from self.execute(op, stepper.inbox)))
                     continue
                 self.sim.fired(fault)
                 self.interrupted = True
                 self.interrupted_at = type(op).__name__
                 if fault.sent:
-                    yield from self.execute(op, fired)  # sent, then interrupted waiting
+                    yield from self.execute(op, stepper.inbox)  # sent, then interrupted waiting
                 if self.sim.trace is not None:
                     self.sim.note(self, f"interrupted at {self.interrupted_at}")
-                step, value = flow.throw, KeyboardInterrupt()
+                stepper.throw(KeyboardInterrupt())
+            value: T = op.value
+            return value
         except GeneratorExit:  # the run was abandoned (a violation elsewhere)
             _abandon(flow)
             raise
@@ -533,7 +509,13 @@ class SimClient:
         return replies
 
 
-def _abandon(flow: _flow.Flow) -> None:
+def _ops_of(operation: operations.Operation[T]) -> Generator[Op, Any, T]:
+    """``operation`` as a flow of ops for ``inline_cleanups``, which passes its ``Use``
+    steps through untouched (the ``Stepper`` reads them; the simulator has one session)."""
+    return cast(Generator[Op, Any, T], operation)
+
+
+def _abandon(flow: Generator[Op, Any, Any]) -> None:
     """Finish a flow left mid-way: every cleanup request it makes answers ClientClosed.
 
     A flow is never ``close()``d (it would answer GeneratorExit by yielding its cleanup),
@@ -561,18 +543,4 @@ def short(path: str) -> str:
     return f"{parsed.kind}-{parsed.attempt[:6]}-{parsed.sequence}"
 
 
-__all__ = [
-    "AcquireFn",
-    "Action",
-    "AwaitConnection",
-    "AwaitWake",
-    "Delivery",
-    "Holding",
-    "Outcome",
-    "Send",
-    "SimClient",
-    "Sleep",
-    "Timer",
-    "World",
-    "short",
-]
+__all__ = ["Checks", "SimClient", "World", "short"]

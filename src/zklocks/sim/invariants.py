@@ -65,7 +65,8 @@ from zklocks._core import nodes as _nodes
 from zklocks._core import revoke as _revoke
 from zklocks._core.flow import AcquireSpec
 from zklocks._core.strategies import Granted
-from zklocks.sim.client import Holding, SimClient
+from zklocks.sim.actions import Holding
+from zklocks.sim.client import SimClient
 from zklocks.sim.model import Model
 from zklocks.sim.scenario import Scenario
 from zklocks.sim.violation import Violation
@@ -219,7 +220,7 @@ class Checker:
         for client in self.sim.clients:
             if client.paused_until > now or client.holding is None:
                 continue
-            quiet = not (client.inbox or client.pending_watches or client.pending_looks)
+            quiet = not (client.inbox or client.pending_watches or client.pending_apart)
             timer = client.next_timer()
             settled = quiet and timer is None
             for held in (client.holding, *client.others):

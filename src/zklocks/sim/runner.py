@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 
 from zklocks._core import nodes as _nodes
 from zklocks._core.strategies import Rules
-from zklocks.sim.client import AcquireFn, Outcome
+from zklocks._frontend.operations import AcquireFn
+from zklocks.sim.actions import Outcome
 from zklocks.sim.faults import FaultPlan, format_plan, operator_plan, random_plan
 from zklocks.sim.invariants import Violation
 from zklocks.sim.operator import RevokeFn

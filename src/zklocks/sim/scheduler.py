@@ -24,13 +24,15 @@ session's connection; the client learns of the expiry when it reconnects (kazoo'
 fails what waited to be sent with ``SessionExpiredError``, fires SESSION_LOST to its
 watchers and carries on in a new session.
 
-Leases: a grant becomes a ``Lease`` watched by the client's own ``LeaseKeeper`` (the one
-both real clients use), with its timer on the virtual clock; a release ends the lease
-and runs the release flow, through ``operations.end`` as both real clients do.
+Leases: a client acquires and releases through the real clients' operations
+(``zklocks._frontend.operations``); a grant becomes a ``Lease`` watched by the client's
+own ``LeaseKeeper`` (the one both real clients use), with its timer on the virtual clock;
+a release ends the lease and runs the release flow.
 
 Operations (``operations=True``): a cycle may bound its lease with ``max_hold``; when the
-bound falls, the lease is lost and the holder's program gives its node back at once (the
-release flow, by name and token, as the real clients' ``_take_back`` runs it). A
+bound falls, the lease is lost and its node is taken back apart from the holder (the
+operations' ``take_back``, run in one step), who holds on, as a hung holder would,
+until its own release finds the node gone. A
 ``Revoke`` fault is an operator running the revoke flow in one step
 (``zklocks.sim.operator``); holders listen, and a holder asked lets go early.
 
@@ -52,19 +54,10 @@ from zklocks._core import revoke as _revoke
 from zklocks._core.ops import TIMED_OUT, Create, Exists, GetData, Reply, Request, Stat, Wake
 from zklocks._core.steps import ancestors
 from zklocks._core.strategies import Decision, Rules
+from zklocks._frontend.operations import AcquireFn
 from zklocks._protocol.errors import ConnectionLossError, ZooKeeperError
-from zklocks.sim.client import (
-    AcquireFn,
-    AwaitConnection,
-    AwaitWake,
-    Delivery,
-    Holding,
-    Outcome,
-    Send,
-    SimClient,
-    Sleep,
-    short,
-)
+from zklocks.sim.actions import AwaitConnection, AwaitWake, Delivery, Holding, Outcome, Send, Sleep
+from zklocks.sim.client import SimClient, short
 from zklocks.sim.faults import (
     DelayWatch,
     DeleteNode,
@@ -430,8 +423,10 @@ class Simulation:
     # -- bookkeeping ----------------------------------------------------------------------
 
     def spec_for(
-        self, client: SimClient, cycle: Cycle, path: str | None = None
+        self, client: SimClient, cycle: Cycle, path: str, deadline: float | None, blocking: bool
     ) -> _flow.AcquireSpec:
+        """One attempt's spec, drawn from the seed (``deadline`` is on the virtual clock:
+        the acquire operation made it from the cycle's timeout)."""
         scenario = self.scenario
         attempt = f"{self.tokens.getrandbits(128):032x}"
         fair = scenario.fair and cycle.fair
@@ -442,14 +437,14 @@ class Simulation:
             pid=client.index,
         )
         return _flow.AcquireSpec(
-            path=path or scenario.path,
+            path=path,
             kind=cycle.kind,
             data=_nodes.encode_payload(payload),
             attempt=attempt,
             permits=scenario.permits,
             fair=fair,
-            blocking=cycle.blocking,
-            deadline=None if cycle.timeout is None else self.now + cycle.timeout,
+            blocking=blocking,
+            deadline=deadline,
             layout=self.layout,
         )
 
