@@ -14,7 +14,8 @@ timeout | cancelled | error), ``zklocks_hold_seconds`` (histogram; ``kind``),
 max_hold), ``zklocks_requests_total`` (``op``), ``zklocks_connection_state`` (enum: connected |
 suspended | lost | closed, the last change of any client) and
 ``zklocks_reconnects_total``. ``kind`` is the contender kind: ``lock``, ``read``,
-``write``, ``elect`` (an election candidate) or ``lease`` for a semaphore permit.
+``write``, ``elect`` (an election candidate) or ``lease`` for a semaphore permit: the
+kind is called ``permit`` since 0.2, and the label keeps its old name for one release.
 docs/operations.md says what each counts.
 
 There is no lock path label unless ``enable(path_label=True)``: one series per path
@@ -28,6 +29,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from zklocks._core import events as _events
+from zklocks._core.kinds import metric_label
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
@@ -140,16 +142,16 @@ class _PrometheusSink:
     # -- the hooks -------------------------------------------------------------------
 
     def acquired(self, kind: str, path: str, result: str, seconds: float) -> None:
-        self.acquire.labels(*self._labels(kind, result, path=path)).observe(seconds)
+        self.acquire.labels(*self._labels(metric_label(kind), result, path=path)).observe(seconds)
 
     def waiting(self, kind: str, path: str, delta: int) -> None:
-        self.waiting_now.labels(*self._labels(kind, path=path)).inc(delta)
+        self.waiting_now.labels(*self._labels(metric_label(kind), path=path)).inc(delta)
 
     def held(self, kind: str, path: str, delta: int) -> None:
-        self.held_now.labels(*self._labels(kind, path=path)).inc(delta)
+        self.held_now.labels(*self._labels(metric_label(kind), path=path)).inc(delta)
 
     def released(self, kind: str, path: str, seconds: float) -> None:
-        self.hold.labels(*self._labels(kind, path=path)).observe(seconds)
+        self.hold.labels(*self._labels(metric_label(kind), path=path)).observe(seconds)
 
     def lost(self, reason: str, path: str) -> None:
         self.lost_total.labels(*self._labels(reason, path=path)).inc()

@@ -367,7 +367,7 @@ def test_contenders_lists_holders_then_waiters(
     assert found[0].kind == {
         "read": "write",
         "write": "write",
-        "semaphore": "lease",
+        "semaphore": "permit",
         "election": "elect",
     }.get(kind, "lock")
     if kind != "unfair":  # the one-node lock keeps no queue: waiters have no node
@@ -391,7 +391,7 @@ def test_foreign_children_are_ignored(
     lock = KINDS[kind](client, lock_path)
     with lock:
         assert [c.kind for c in lock.contenders()] == [
-            {"read": "read", "write": "write", "semaphore": "lease", "election": "elect"}.get(
+            {"read": "read", "write": "write", "semaphore": "permit", "election": "elect"}.get(
                 kind, "lock"
             )
         ]

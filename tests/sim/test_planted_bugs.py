@@ -41,7 +41,7 @@ def read_watches_later_writer(me: NodeName, queue: Sequence[NodeName]) -> _strat
 def semaphore_watches_n_ahead(me: NodeName, queue: Sequence[NodeName]) -> _strategies.Decision:
     """Curator's old semaphore: watch only the node N places ahead. When another earlier
     node leaves first, the waiter may hold but is not woken."""
-    if me.kind != "lease":
+    if me.kind != "permit":
         return _strategies.decide(me, queue)
     ahead = [node for node in queue[: [n.name for n in queue].index(me.name)]]
     permits = me.permits or 1

@@ -38,11 +38,11 @@ def seq(n: int) -> str:
     ("dialect", "kind", "permits", "prefix"),
     [
         (dialects.ZKLOCKS, "lock", None, f"lock-{A}-"),
-        (dialects.ZKLOCKS, "lease", 3, f"lease-3-{A}-"),
+        (dialects.ZKLOCKS, "permit", 3, f"lease-3-{A}-"),
         (dialects.CURATOR, "lock", None, f"_c_{UA}-lock-"),
         (dialects.CURATOR, "read", None, f"_c_{UA}-__READ__"),
         (dialects.CURATOR, "write", None, f"_c_{UA}-__WRIT__"),
-        (dialects.CURATOR, "lease", 3, f"_c_{UA}-lease-"),
+        (dialects.CURATOR, "permit", 3, f"_c_{UA}-lease-"),
         (dialects.KAZOO, "lock", None, f"{A}__lock__"),
         (dialects.KAZOO, "write", None, f"{A}__lock__"),  # kazoo's Lock and WriteLock: one node
         (dialects.KAZOO, "read", None, f"{A}__rlock__"),
@@ -82,7 +82,7 @@ def test_unprotected_curator_names_are_read_without_a_token() -> None:
 
 def test_a_layout_without_a_kind_refuses_to_name_it() -> None:
     with pytest.raises(ValueError, match="kazoo"):
-        dialects.KAZOO.prefix("lease", A, 2)
+        dialects.KAZOO.prefix("permit", A, 2)
     with pytest.raises(ValueError, match="Curator"):
         dialects.CURATOR.prefix("elect", A)
 
@@ -166,7 +166,7 @@ def test_an_unknown_kind_raises_instead_of_borrowing_a_rule() -> None:
         with pytest.raises(UnknownKind, match="mutex"):
             rules.decide(stranger, [stranger])
     with pytest.raises(UnknownKind):
-        KAZOO_RULES.decide(NodeName("l", "lease", "", 1, 2), [])
+        KAZOO_RULES.decide(NodeName("l", "permit", "", 1, 2), [])
 
 
 def test_every_kind_we_create_has_a_rule_in_its_layout() -> None:
@@ -180,7 +180,7 @@ def test_every_kind_we_create_has_a_rule_in_its_layout() -> None:
 
 
 def test_semaphore_v2_counts_every_lease_child_its_own_included() -> None:
-    names = [curator("lease", uuid.uuid4().hex, n) for n in range(3)]
+    names = [curator("permit", uuid.uuid4().hex, n) for n in range(3)]
     me = dialects.with_permits(dialects.CURATOR.read(names[2]), 2)  # type: ignore[arg-type]
     line = dialects.CURATOR.line_up_to(me, [*names, "someone-else"])
     assert line is not None
@@ -214,10 +214,10 @@ def test_planted_rules_apply_to_every_kind() -> None:
 @pytest.mark.parametrize(
     ("name", "kind", "fair", "message"),
     [
-        ("kazoo", "lease", True, "kazoo layout has no a semaphore"),
+        ("kazoo", "permit", True, "kazoo layout has no semaphore"),
         ("curator", "lock", False, "no one-node lock"),
         ("kazoo", "lock", False, "no one-node lock"),
-        ("curator", "elect", True, "no a leader election"),
+        ("curator", "elect", True, "has no leader election"),
         ("Curator", "lock", True, "layout must be one of"),
         (None, "lock", True, "layout must be one of"),
     ],

@@ -66,7 +66,7 @@ class Part:
 
 
 def test_multi_lock_order_is_by_path_then_kind_whatever_the_given_order() -> None:
-    parts = [Part("/b", "lock"), Part("/a/x", "write"), Part("/a", "lease")]
+    parts = [Part("/b", "lock"), Part("/a/x", "write"), Part("/a", "permit")]
     assert _multilock.global_order(parts) == [2, 1, 0]
     assert _multilock.global_order(list(reversed(parts))) == [0, 1, 2]
 

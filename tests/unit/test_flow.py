@@ -273,7 +273,7 @@ def test_our_node_vanishing_from_the_listing_starts_over() -> None:
 
 
 def test_semaphore_refusal_deletes_our_node_and_raises() -> None:
-    flow = inline_cleanups(acquire(spec(kind="lease", permits=2)))
+    flow = inline_cleanups(acquire(spec(kind="permit", permits=2)))
     first = next(flow)
     assert first.requests[0].path == f"{PATH}/lease-2-{ATTEMPT}-"
     other = f"lease-3-{OTHER}-0000000001"

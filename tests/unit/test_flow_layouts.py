@@ -85,7 +85,7 @@ def test_kazoo_layout_names_and_orders_as_kazoo() -> None:
 def test_semaphore_v2_holds_the_mutex_while_it_waits_and_deletes_both_on_the_way_out(
     blocking: bool,
 ) -> None:
-    s = Stepper(acquire(spec(layout=layouts.CURATOR, kind="lease", permits=1, blocking=blocking)))
+    s = Stepper(acquire(spec(layout=layouts.CURATOR, kind="permit", permits=1, blocking=blocking)))
     # stage 1: the mutex at path/locks
     op = s.expect(Pipeline, (made(f"{PATH}/locks/{ours(0)}", 5), [ours(0)]))
     assert op.requests[0].path == f"{PATH}/locks/_c_{UUID}-lock-"
@@ -108,7 +108,7 @@ def test_semaphore_v2_holds_the_mutex_while_it_waits_and_deletes_both_on_the_way
 
 
 def test_semaphore_v2_grant_is_the_lease_node_and_lets_the_mutex_go() -> None:
-    s = Stepper(acquire(spec(layout=layouts.CURATOR, kind="lease", permits=2)))
+    s = Stepper(acquire(spec(layout=layouts.CURATOR, kind="permit", permits=2)))
     s.expect(Pipeline, (made(f"{PATH}/locks/{ours(0)}", 5), [ours(0)]))
     lease = ours(7, "lease-")
     s.expect(Pipeline, (made(f"{PATH}/leases/{lease}", 8), [curators(6, "lease-"), lease]))
@@ -119,7 +119,7 @@ def test_semaphore_v2_grant_is_the_lease_node_and_lets_the_mutex_go() -> None:
 
 
 def test_semaphore_v2_whose_session_ends_while_it_lets_the_mutex_go_starts_over() -> None:
-    s = Stepper(acquire(spec(layout=layouts.CURATOR, kind="lease", permits=2)))
+    s = Stepper(acquire(spec(layout=layouts.CURATOR, kind="permit", permits=2)))
     s.expect(Pipeline, (made(f"{PATH}/locks/{ours(0)}", 5), [ours(0)]))
     lease = ours(7, "lease-")
     s.expect(Pipeline, (made(f"{PATH}/leases/{lease}", 8), [lease]))
@@ -136,7 +136,7 @@ def test_semaphore_v2_whose_session_ends_while_it_lets_the_mutex_go_starts_over(
 
 def test_semaphore_v2_whose_lease_goes_while_waiting_starts_over_from_the_mutex() -> None:
     """Never a second lease node beside the mutex holder's: both would wait for ever."""
-    s = Stepper(acquire(spec(layout=layouts.CURATOR, kind="lease", permits=1)))
+    s = Stepper(acquire(spec(layout=layouts.CURATOR, kind="permit", permits=1)))
     s.expect(Pipeline, (made(f"{PATH}/locks/{ours(0)}", 5), [ours(0)]))
     lease, held = ours(7, "lease-"), curators(6, "lease-")
     s.expect(Pipeline, (made(f"{PATH}/leases/{lease}", 8), [held, lease]))

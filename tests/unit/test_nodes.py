@@ -25,7 +25,7 @@ def zk_suffix(sequence: int) -> str:
         (f"write-{A}-2147483647", "write", 2**31 - 1, None),
         (f"write-{A}--000000001", "write", -1, None),
         (f"lock-{A}--2147483648", "lock", -(2**31), None),
-        (f"lease-3-{A}-0000000012", "lease", 12, 3),
+        (f"lease-3-{A}-0000000012", "permit", 12, 3),
         ("lock", "lock", 0, None),
     ],
 )
@@ -57,7 +57,7 @@ def test_prefix_round_trips_through_parse() -> None:
     for kind in ("lock", "read", "write"):
         node = _nodes.parse(_nodes.sequential_prefix(kind, A) + "0000000042")
         assert node is not None and node.kind == kind and node.attempt == A
-    lease = _nodes.parse(_nodes.sequential_prefix("lease", A, permits=5) + "0000000042")
+    lease = _nodes.parse(_nodes.sequential_prefix("permit", A, permits=5) + "0000000042")
     assert lease is not None and lease.permits == 5
 
 

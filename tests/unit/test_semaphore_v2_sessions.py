@@ -28,7 +28,7 @@ def made(path: str, czxid: int, session: int = SESSION) -> Created:
 
 
 def test_a_lease_node_made_after_the_mutex_session_ended_is_deleted_and_it_starts_over() -> None:
-    s = Stepper(acquire(spec(layout=layouts.CURATOR, kind="lease", permits=1)))
+    s = Stepper(acquire(spec(layout=layouts.CURATOR, kind="permit", permits=1)))
     mutex = f"{PATH}/locks/{ours(0, 'lock')}"
     s.expect(Pipeline, (made(mutex, 5), [ours(0, "lock")]))  # the mutex, in SESSION
     stray = f"{PATH}/leases/{ours(3, 'lease')}"

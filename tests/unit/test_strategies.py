@@ -12,7 +12,7 @@ from zklocks._core.strategies import GRANTED, Refused, WaitFor, decide, holders
 
 def line(spec: str, permits: int | None = None) -> list[NodeName]:
     """'R W L S' -> nodes read/write/lock/lease with sequences 1, 2, 3..."""
-    kinds = {"R": "read", "W": "write", "L": "lock", "S": "lease"}
+    kinds = {"R": "read", "W": "write", "L": "lock", "S": "permit"}
     return [
         NodeName(
             f"{kinds[k]}-{i}",
@@ -95,7 +95,7 @@ def test_semaphore_never_misses_a_wake_up() -> None:
 
 def test_semaphore_permits_disagreement_is_refused() -> None:
     queue = line("S S", 2)
-    odd = NodeName("lease-3", "lease", "", 3, 5)
+    odd = NodeName("lease-3", "permit", "", 3, 5)
     result = decide(odd, [*queue, odd])
     assert isinstance(result, Refused) and "permits" in result.reason
 

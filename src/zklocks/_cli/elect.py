@@ -42,9 +42,10 @@ from zklocks._cli.run import (
 )
 from zklocks._cli.sanitise import cannot
 from zklocks._cli.security import Security, security_options
-from zklocks._cli.status_view import KIND_WORDS, json_time
+from zklocks._cli.status_view import json_time
 from zklocks._core.contenders import Contender, directory_acl, list_contenders
 from zklocks._core.errors import AccessDenied, LockError
+from zklocks._core.kinds import ELECT, words_for
 from zklocks._sync.client import Client
 
 ELECT_EPILOG = """\b
@@ -157,7 +158,7 @@ def elect(
     options = RunOptions(
         path=path,
         command=command,
-        kind="elect",
+        kind=ELECT.name,
         permits=None,
         timeout=None if timeout == math.inf else timeout,
         non_blocking=non_blocking or timeout == 0,
@@ -247,8 +248,8 @@ def _check_election(client: Client, path: str) -> None:
     contenders = client._run(list_contenders(path))
     if not contenders and client._run(directory_acl(path)) is None:
         fail(f"not an election: {path} does not exist", EX_NOINPUT)
-    if contenders and all(contender.kind != "elect" for contender in contenders):
-        kind = KIND_WORDS.get(contenders[0].kind, contenders[0].kind)
+    if contenders and all(contender.kind != ELECT.name for contender in contenders):
+        kind = words_for(contenders[0].kind)
         fail(f"not an election: {path} holds a {kind}; see zklocks status {path}", EX_NOINPUT)
 
 

@@ -23,6 +23,7 @@ from zklocks._core import nodes as _nodes
 from zklocks._core.contenders import Contender
 from zklocks._core.errors import LockError
 from zklocks._core.flow import access_denied
+from zklocks._core.kinds import ELECT, LOCK, PERMIT, READ, WRITE
 from zklocks._core.ops import Delete, Exists, GetChildren, Op, Pipeline, Stat
 from zklocks._core.strategies import Granted, Refused, WaitFor
 from zklocks._protocol.errors import (
@@ -96,13 +97,13 @@ class LockSummary:
     @property
     def kind(self) -> str:
         """In words: "lock", "read/write", "semaphore(3)", "election", ..."""
-        if "lease" in self.kinds:  # a Curator lease does not say its permits
+        if PERMIT.name in self.kinds:  # a Curator lease does not say its permits
             return "semaphore" if self.permits is None else f"semaphore({self.permits})"
-        if "elect" in self.kinds:
-            return "election"
-        if set(self.kinds) & {"read", "write"}:
+        if ELECT.name in self.kinds:
+            return ELECT.words
+        if set(self.kinds) & {READ.name, WRITE.name}:
             return "read/write"
-        return "lock"
+        return LOCK.words
 
 
 def _join(parent: str, child: str) -> str:

@@ -19,14 +19,11 @@ from zklocks._cli.inspect import Place, line_up
 from zklocks._cli.sanitise import clean, text
 from zklocks._core import dialects as _dialects
 from zklocks._core.contenders import directory_acl, list_contenders
+from zklocks._core.kinds import words_for
 from zklocks._core.security import perm_letters, show_id
 from zklocks._sync.client import Client
 
 REDRAW_INTERVAL = 1.0  # durations tick on screen; ZooKeeper is not asked again
-
-
-# A contender's kind as ``ls`` names its lock: a semaphore's nodes are its leases.
-KIND_WORDS = {"lease": "semaphore", "elect": "election"}
 
 
 def json_time(moment: dt.datetime) -> str:
@@ -64,7 +61,7 @@ def _entry(place: Place, now: dt.datetime) -> dict[str, Any]:
         "position": place.place,
         "holder": c.holder,
         "node": c.node,
-        "kind": KIND_WORDS.get(c.kind, c.kind),
+        "kind": words_for(c.kind),
         "layout": c.layout,
         "sequence": c.sequence,
         "identifier": c.identifier,

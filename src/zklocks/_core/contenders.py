@@ -26,7 +26,7 @@ from zklocks._protocol.records import ACL
 class Contender:
     """One contender node under a lock path.
 
-    ``kind`` is "lock", "read", "write" or "lease" (a semaphore permit); ``sequence`` is
+    ``kind`` is "lock", "read", "write", "permit" (a semaphore's) or "elect"; ``sequence`` is
     the integer ZooKeeper appended (0 for the one-node ``fair=False`` lock); ``token`` is
     the fencing token the contender holds or will hold (its node's creation zxid).
     ``layout`` is whose naming the node follows: "zklocks", "curator" (Apache Curator,

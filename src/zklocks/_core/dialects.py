@@ -79,7 +79,13 @@ class ZklocksDialect(Dialect):
 
 _UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 _CURATOR = re.compile(rf"^(?:_c_({_UUID})-)?(lock-|__READ__|__WRIT__|lease-)(-?[0-9]{{9,10}})$")
-_CURATOR_KIND = {"lock-": "lock", "__READ__": "read", "__WRIT__": "write", "lease-": "lease"}
+# Curator's markers: ``lease-`` is SemaphoreV2's (the same word as our permit prefix).
+_CURATOR_KIND = {
+    "lock-": "lock",
+    "__READ__": "read",
+    "__WRIT__": "write",
+    "lease-": _nodes.PERMIT_KIND,
+}
 _CURATOR_MARKER = {kind: marker for marker, kind in _CURATOR_KIND.items()}
 _TRAILING_NUMBER = re.compile(r"(-?[0-9]{9,10})$")
 
@@ -112,7 +118,7 @@ class CuratorDialect(Dialect):
     """
 
     name = "curator"
-    kinds = frozenset({"lock", "read", "write", "lease"})
+    kinds = frozenset({"lock", "read", "write", _nodes.PERMIT_KIND})
 
     def prefix(self, kind: str, attempt: str, permits: int | None = None) -> str:
         if kind not in _CURATOR_MARKER:
@@ -131,7 +137,7 @@ class CuratorDialect(Dialect):
         names = list(children)
         if me.name not in names:
             return None
-        if me.kind == "lease":  # SemaphoreV2's leases: every child counts, in no order
+        if me.kind == _nodes.PERMIT_KIND:  # SemaphoreV2's leases: every child counts, in no order
             return [self._seen(name) for name in sorted(names)]
         key = curator_read_write_key if me.kind in ("read", "write") else curator_mutex_key
         names.sort(key=key)  # stable, like Java's sort of the same listing

@@ -116,7 +116,7 @@ def acquire(spec: AcquireSpec) -> Generator[Op, Any, Acquired | None]:
     """Acquire per ``spec``: ``Acquired``, ``None`` (non-blocking miss) or raise."""
     if not spec.fair:
         return (yield from _one_node.acquire(spec))
-    if spec.kind == "lease" and spec.layout.two_stage_semaphore:
+    if spec.kind == _nodes.PERMIT_KIND and spec.layout.two_stage_semaphore:
         return (yield from _acquire_two_stages(spec))
     acquired: Acquired | None = yield from _acquire_queued(spec)
     return acquired

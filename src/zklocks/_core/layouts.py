@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from zklocks._core import dialects as _dialects
+from zklocks._core import kinds as _kinds
 from zklocks._core import nodes as _nodes
 from zklocks._core import strategies as _strategies
 from zklocks._core.errors import InvalidArgument
@@ -49,14 +50,6 @@ KAZOO = Layout("kazoo", _dialects.KAZOO, _strategies.KAZOO_RULES, container_pare
 LAYOUTS: dict[str, Layout] = {layout.name: layout for layout in (ZKLOCKS, CURATOR, KAZOO)}
 NAMES = tuple(LAYOUTS)
 
-_WHAT = {
-    "lock": "an exclusive lock",
-    "read": "a read/write lock",
-    "write": "a read/write lock",
-    "lease": "a semaphore",
-    "elect": "a leader election",
-}
-
 
 def choose(name: object, kind: str, *, fair: bool = True) -> Layout:
     """The layout called ``name`` for a lock of ``kind``; ``InvalidArgument`` if there is
@@ -65,7 +58,7 @@ def choose(name: object, kind: str, *, fair: bool = True) -> Layout:
     if layout is None:
         raise InvalidArgument(f"layout must be one of {', '.join(NAMES)}, not {name!r}")
     if kind not in layout.dialect.kinds:
-        raise InvalidArgument(f"the {layout.name} layout has no {_WHAT.get(kind, kind)}")
+        raise InvalidArgument(f"the {layout.name} layout has no {_kinds.what_of(kind)}")
     if not fair and not layout.one_node_lock:
         raise InvalidArgument(
             f"the {layout.name} layout has no one-node lock (fair=False): its locks queue"

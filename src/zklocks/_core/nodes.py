@@ -2,8 +2,12 @@
 
 A contender is one child of the lock path (the lock's directory), named
 
-    <kind>-<attempt>-<sequence>            kind: lock | read | write | elect
-    lease-<permits>-<attempt>-<sequence>   a semaphore lease, with the permits it expects
+    <prefix>-<attempt>-<sequence>            prefix: lock | read | write | elect
+    lease-<permits>-<attempt>-<sequence>     a semaphore permit, with the permits it expects
+
+The prefix is the kind's (``zklocks._core.kinds``): the kind ``permit`` keeps the
+``lease-`` prefix it had when the kind was called ``lease``, so clients from before and
+after the rename stand in one line.
 
 ``attempt`` is 32 hex digits, fresh for every acquire call: after a connection drop
 during ``create`` it finds our node again ("protected create"). ``sequence`` is the
@@ -31,13 +35,19 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-KINDS = ("lock", "read", "write", "lease", "elect")
-EXCLUSIVE_KINDS = frozenset({"lock", "write", "elect"})
-ELECTION_KIND = "elect"  # a candidate in a leader election: the head of the line leads
+from zklocks._core import kinds as _kinds
+
+KINDS = _kinds.NAMES
+EXCLUSIVE_KINDS = _kinds.EXCLUSIVE
+ELECTION_KIND = _kinds.ELECT.name  # a candidate in a leader election: the head leads
+PERMIT_KIND = _kinds.PERMIT.name  # a semaphore permit
 SINGLE_NODE = "lock"
 
-_SEQUENTIAL = re.compile(r"^(lock|read|write|elect)-([0-9a-f]{32})-(-?[0-9]{9,10})$")
-_LEASE = re.compile(r"^lease-([1-9][0-9]{0,8})-([0-9a-f]{32})-(-?[0-9]{9,10})$")
+_PLAIN_PREFIXES = "|".join(k.prefix for k in _kinds.KINDS.values() if k is not _kinds.PERMIT)
+_SEQUENTIAL = re.compile(rf"^({_PLAIN_PREFIXES})-([0-9a-f]{{32}})-(-?[0-9]{{9,10}})$")
+_LEASE = re.compile(
+    rf"^{_kinds.PERMIT.prefix}-([1-9][0-9]{{0,8}})-([0-9a-f]{{32}})-(-?[0-9]{{9,10}})$"
+)
 _WRAP = 1 << 32
 _HALF = 1 << 31
 
@@ -66,13 +76,12 @@ def new_attempt() -> str:
 
 def sequential_prefix(kind: str, attempt: str, permits: int | None = None) -> str:
     """The name to create (ZooKeeper appends the sequence)."""
-    if kind == "lease":
+    prefix = _kinds.of(kind).prefix
+    if kind == PERMIT_KIND:
         if permits is None:
-            raise ValueError("a lease needs its permits")
-        return f"lease-{permits}-{attempt}-"
-    if kind not in KINDS:
-        raise ValueError(f"unknown contender kind {kind!r}")
-    return f"{kind}-{attempt}-"
+            raise ValueError("a semaphore permit needs its permits")
+        return f"{prefix}-{permits}-{attempt}-"
+    return f"{prefix}-{attempt}-"
 
 
 #: Names remembered by ``parse``. A waiter re-lists the whole line after every wake, so
@@ -89,18 +98,18 @@ def parse(name: str) -> NodeName | None:
         return NodeName(name=name, kind="lock", attempt="", sequence=0)
     match = _SEQUENTIAL.match(name)
     if match:
-        kind, attempt, text = match.groups()
+        prefix, attempt, text = match.groups()
         sequence = int(text)
         if not -_HALF <= sequence < _HALF:
             return None  # no ZooKeeper issued it: foreign
-        return NodeName(name, kind, attempt, sequence)
+        return NodeName(name, _kinds.BY_PREFIX[prefix].name, attempt, sequence)
     match = _LEASE.match(name)
     if match:
         permits, attempt, text = match.groups()
         sequence = int(text)
         if not -_HALF <= sequence < _HALF:
             return None
-        return NodeName(name, "lease", attempt, sequence, int(permits))
+        return NodeName(name, PERMIT_KIND, attempt, sequence, int(permits))
     return None
 
 

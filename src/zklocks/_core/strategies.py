@@ -41,7 +41,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeAlias
 
-from zklocks._core.nodes import ELECTION_KIND, EXCLUSIVE_KINDS, NodeName
+from zklocks._core import kinds as _kinds
+from zklocks._core.nodes import ELECTION_KIND, EXCLUSIVE_KINDS, PERMIT_KIND, NodeName
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,11 +120,11 @@ def _read_rule(me: NodeName, ahead: Sequence[NodeName]) -> Decision:
 ZKLOCKS_RULES = Rules(
     "zklocks",
     {
-        "lock": _ours(_exclusive_rule),
-        "write": _ours(_exclusive_rule),
+        _kinds.LOCK.name: _ours(_exclusive_rule),
+        _kinds.WRITE.name: _ours(_exclusive_rule),
         ELECTION_KIND: _ours(_exclusive_rule),
-        "read": _ours(_read_rule),
-        "lease": _ours(lambda me, ahead: _lease(me, ahead)),
+        _kinds.READ.name: _ours(_read_rule),
+        PERMIT_KIND: _ours(lambda me, ahead: _permit(me, ahead)),
     },
 )
 
@@ -140,25 +141,16 @@ def _ahead_of(me: NodeName, queue: Sequence[NodeName]) -> Sequence[NodeName]:
     raise ValueError(f"{me.name} is not in the queue")
 
 
-# What a path is used as, by contender kind; every other kind is a lock. Contenders of
-# two uses on one path disagree about what the path is: a lock holder must not count as
-# a leader, nor a semaphore permit as a lock. Listed in the order messages name them.
-_USES = {"lease": "a semaphore", ELECTION_KIND: "an election"}
-_USE_ORDER = ("a semaphore", "an election", "a lock")
-
-
-def _use(kind: str) -> str:
-    return _USES.get(kind, "a lock")
-
-
+# Contenders of two uses on one path (``Kind.use``) disagree about what the path is: a
+# lock holder must not count as a leader, nor a semaphore permit as a lock.
 def _mixing(me: NodeName, queue: Sequence[NodeName]) -> Refused | None:
-    mine = _use(me.kind)
+    mine = _kinds.use_of(me.kind)
     for other in queue:
-        theirs = _use(other.kind)
+        theirs = _kinds.use_of(other.kind)
         if theirs != mine:
-            first, second = sorted((mine, theirs), key=_USE_ORDER.index)
+            first, second = sorted((mine, theirs), key=_kinds.USE_ORDER.index)
             return Refused(f"this path is used both as {first} and as {second}")
-        if me.kind == "lease" and other.permits != me.permits:
+        if me.kind == PERMIT_KIND and other.permits != me.permits:
             return Refused(
                 f"semaphore contenders disagree on permits: {other.permits} (node "
                 f"{other.name}) and {me.permits} (ours)"
@@ -179,7 +171,7 @@ def _read(ahead: Sequence[NodeName]) -> Decision:
     return GRANTED
 
 
-def _lease(me: NodeName, ahead: Sequence[NodeName]) -> Decision:
+def _permit(me: NodeName, ahead: Sequence[NodeName]) -> Decision:
     permits = me.permits or 1
     if len(ahead) < permits:
         return GRANTED
@@ -220,7 +212,7 @@ def _curator_lease(me: NodeName, queue: Sequence[NodeName]) -> Decision:
 
 CURATOR_RULES = Rules(
     "curator",
-    {"lock": _first, "write": _first, "read": _curator_read, "lease": _curator_lease},
+    {"lock": _first, "write": _first, "read": _curator_read, PERMIT_KIND: _curator_lease},
 )
 KAZOO_RULES = Rules(
     "kazoo",

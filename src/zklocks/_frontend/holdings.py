@@ -16,6 +16,7 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
+from zklocks._core import kinds as _kinds
 from zklocks._core import nodes as _nodes
 from zklocks._core import validate as _validate
 from zklocks._core.errors import AlreadyHeld, LockLost, NotHeld
@@ -32,7 +33,7 @@ class LockConfig:
     """A lock's fixed parameters, validated once at creation."""
 
     path: str
-    kind: str  # lock | read | write | lease
+    kind: str  # lock | read | write | permit | elect (zklocks._core.kinds)
     fair: bool = True
     permits: int | None = None
     reentrant: bool = False
@@ -86,7 +87,7 @@ def make_config(
         path=_validate.lock_path(path),
         kind=kind,
         fair=bool(fair),
-        permits=_validate.permits(permits) if kind == "lease" else None,
+        permits=_validate.permits(permits) if kind == _kinds.PERMIT.name else None,
         reentrant=bool(reentrant),
         identifier=_validate.identifier(identifier),
         acl=acl,
@@ -240,7 +241,7 @@ class LockCore(Generic[L]):
 
     @property
     def kind(self) -> str:
-        """ "lock", "read", "write" or "lease" (semaphore)."""
+        """ "lock", "read", "write", "permit" (a semaphore's) or "elect"."""
         return self._config.kind
 
     @property
@@ -322,7 +323,7 @@ class PairCore(Generic[PartT]):
         return f"<{type(self).__name__} {self.path}>"
 
 
-_EXCLUSIVE = frozenset({"lock", "write", "elect"})
+_EXCLUSIVE = _kinds.EXCLUSIVE
 
 
 class PathPeers:

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from ssl import SSLContext
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
+from zklocks._core import kinds as _kinds
 from zklocks._core import security as _security
 from zklocks._core import validate as _validate
 from zklocks._core.errors import ClientClosed, InvalidArgument
@@ -349,7 +350,7 @@ class LockMaker(Generic[LockT, ReadWriteT, SessionT]):
         return self._new_lock(
             self._config(
                 path,
-                "lease",
+                _kinds.PERMIT.name,
                 permits=permits,
                 reentrant=reentrant,
                 identifier=identifier,

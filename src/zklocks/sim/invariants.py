@@ -296,7 +296,7 @@ class Checker:
             self._on_grant_elsewhere(client, holding, spec.path)
             return
         exclusive = spec.kind in _nodes.EXCLUSIVE_KINDS or (
-            spec.kind == "lease" and self.permits == 1
+            spec.kind == _nodes.PERMIT_KIND and self.permits == 1
         )
         if exclusive and holding.token <= self.top_token:
             raise Violation(

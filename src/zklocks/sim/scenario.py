@@ -10,6 +10,8 @@ import dataclasses
 import random
 from dataclasses import dataclass
 
+from zklocks._core.kinds import PERMIT
+
 FAMILIES = ("mutex", "single", "rw", "semaphore", "mixed")
 """mutex: fair lock; single: the one-node lock (``fair=False``); rw: readers and
 writers on one path; semaphore: leases of N permits; mixed: fair and one-node locks on
@@ -158,7 +160,7 @@ def _cycle(rng: random.Random, family: str) -> Cycle:
     if family == "rw":
         kind = "write" if rng.random() < 0.5 else "read"
     elif family == "semaphore":
-        kind = "lease"
+        kind = PERMIT.name
     elif family == "election":
         kind = "elect"
     else:
