@@ -87,9 +87,10 @@ from zklocks._core.acquire_steps import (
     check_directory,
     clean_up,
     create_parents,
-    create_pipelines,
+    create_pipeline,
     delete_node,
     list_children,
+    retry_of,
     shielded,
     unexpected,
 )
@@ -228,11 +229,11 @@ def _protected_create(spec: AcquireSpec, attempt: Attempt) -> Generator[Op, Any,
         acl=spec.node_acl,
     )
     listing = GetChildren(spec.path, deadline=spec.deadline)
-    first, again = create_pipelines(spec, create, listing)
+    first = create_pipeline(spec, create, listing)
     retry = parents_made = False
     while True:
         attempt.create_in_flight = True
-        replies = yield (again if retry else first)
+        replies = yield (retry_of(first) if retry else first)
         created, children = replies[0], replies[1]
         if created is TIMED_OUT:
             attempt.create_in_flight = False

@@ -32,8 +32,9 @@ from zklocks._core.acquire_steps import (
     check_directory,
     clean_up,
     create_parents,
-    create_pipelines,
+    create_pipeline,
     list_children,
+    retry_of,
     unexpected,
 )
 from zklocks._core.errors import InvalidArgument, LockTimeout
@@ -64,14 +65,14 @@ def acquire(spec: AcquireSpec) -> Generator[Op, Any, Acquired | None]:
     node = f"{spec.path}/{_nodes.SINGLE_NODE}"
     create = Create(node, spec.data, ephemeral=True, deadline=spec.deadline, acl=spec.node_acl)
     listing = GetChildren(spec.path, deadline=spec.deadline)
-    first, again = create_pipelines(spec, create, listing)
+    first = create_pipeline(spec, create, listing)
     attempt = Attempt()
     retry = parents_made = False
     ours: Acquired | None = None  # our node exists, not yet checked against the queue
     try:
         while True:
             attempt.create_in_flight = True
-            replies = yield (again if retry else first)
+            replies = yield (retry_of(first) if retry else first)
             created, children = replies[0], replies[1]
             directory = replies[2] if spec.acl is not None else None
             attempt.create_in_flight = False
