@@ -11,26 +11,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
 
 import zklocks
-
-
-def wait_for_children(kazoo: KazooClient, path: str, count: int) -> list[str]:
-    """Children of ``path`` (in sequence order) once there are ``count``: a child watch."""
-    created = threading.Event()
-    if kazoo.exists(path, watch=lambda event: created.set()) is None:
-        assert created.wait(15), f"{path} was not created"
-    seen = threading.Event()
-    names: list[str] = []
-
-    def on_change(children: list[str]) -> bool:
-        names[:] = children
-        if len(children) >= count:
-            seen.set()
-            return False
-        return True
-
-    kazoo.ChildrenWatch(path, on_change)
-    assert seen.wait(15), f"{path} has {names}, not {count} children"
-    return sorted(names, key=lambda name: int(name.rsplit("-", 1)[1]))
+from helpers import wait_for_children as wait_for_children  # the tests' import
 
 
 class Holder(threading.Thread):

@@ -2,19 +2,28 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import dataclasses
+import io
 import signal
 import socket
 import struct
 import sys
 import threading
 import time
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from typing import Any, TypeVar
 
 import pytest
+from kazoo.exceptions import NoNodeError
 
+from zklocks._core.ops import Wake
+from zklocks._protocol.errors import ZooKeeperError
+from zklocks._vocabulary import Watcher, WatchEvent
 from zklocks.server import ZooKeeperEnsemble, ZooKeeperServer
+
+T = TypeVar("T")
 
 
 @contextlib.contextmanager
@@ -150,3 +159,183 @@ def wait_for_watch(
     while path not in watches_of(server, session_id):
         assert time.monotonic() < deadline, f"no watch on {path} after {limit} s"
         time.sleep(0.01)
+
+
+def run(work: Awaitable[T], timeout: float = 60.0) -> T:
+    """Run ``work`` on a new event loop and return its value; past ``timeout`` seconds the
+    test fails, showing where the work was stuck, instead of hanging or raising a bare
+    ``TimeoutError`` that could pass for one of the library's own."""
+
+    async def bounded() -> T:
+        task = asyncio.ensure_future(work)
+        finished, _ = await asyncio.wait({task}, timeout=timeout)
+        if finished:
+            return task.result()
+        where = io.StringIO()
+        task.print_stack(file=where)
+        task.cancel()  # let it clean up, for a while
+        await asyncio.wait({task}, timeout=10.0)
+        if task.done() and not task.cancelled():
+            task.exception()  # retrieved: the failure below is the news
+        pytest.fail(f"not finished within {timeout} s; it was waiting at:\n{where.getvalue()}")
+
+    return asyncio.run(bounded())
+
+
+def run_scenario(scenario: Callable[[], Awaitable[None]], timeout: float = 60.0) -> None:
+    """``run(scenario(), timeout)``: for the tests that define ``async def scenario()``."""
+    run(scenario(), timeout)
+
+
+def wait_for_children(
+    kazoo: Any, path: str, count: int, *, timeout: float = 15.0, at_least: bool = False
+) -> list[str]:
+    """The children of ``path``, in sequence order, once there are ``count`` of them (or
+    more, ``at_least``), woken by kazoo watches: a child watch on the path, or a creation
+    watch while it does not exist. A missing path has no children. Fails past ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        changed = threading.Event()
+
+        def wake(_event: Any, changed: threading.Event = changed) -> None:
+            changed.set()
+
+        try:
+            names: list[str] = kazoo.get_children(path, watch=wake)
+        except NoNodeError:
+            names = []
+            if kazoo.exists(path, watch=wake) is not None:
+                continue  # created since: list it
+        if len(names) == count or (at_least and len(names) > count):
+            return sorted(names, key=_sequence_order)
+        remaining = deadline - time.monotonic()
+        assert remaining > 0 and changed.wait(remaining), (
+            f"{path} has children {names}, not {'at least ' if at_least else ''}{count}, "
+            f"after {timeout} s"
+        )
+
+
+def _sequence_order(name: str) -> tuple[int, str]:
+    """A sequential node's place in its queue (its counter, as an integer; others first)."""
+    suffix = name.rsplit("-", 1)[-1]
+    return (int(suffix) if suffix.isdigit() else -1, name)
+
+
+# Every lock kind behind one factory, so a case can run for each. ``Client`` and
+# ``AsyncClient`` spell the same calls, so one table serves both; options (``max_hold=``)
+# go through to the lock's maker.
+KINDS: dict[str, Callable[..., Any]] = {
+    "fair": lambda client, path, **options: client.lock(path, **options),
+    "unfair": lambda client, path, **options: client.lock(path, fair=False, **options),
+    "write": lambda client, path, **options: client.read_write_lock(path, **options).write,
+    "read": lambda client, path, **options: client.read_write_lock(path, **options).read,
+    "semaphore": lambda client, path, **options: client.semaphore(path, permits=1, **options),
+    "election": lambda client, path, **options: client.election(path, **options),
+}
+EXCLUSIVE = ["fair", "unfair", "write", "semaphore", "election"]
+QUEUED_EXCLUSIVE = ["fair", "write", "semaphore", "election"]
+
+
+def blocker_kind(kind: str) -> str:
+    """A kind that excludes ``kind`` (readers are excluded by a writer)."""
+    return "write" if kind == "read" else kind
+
+
+# -- a tapped session: how a test hears a lock flow wait and wake --------------------------
+
+
+@dataclasses.dataclass
+class SessionTap:
+    """What the sessions made by ``tapped_factory`` report, for the listeners a test adds.
+
+    ``watching(caller)``: a flow's watches are set and every watched node exists, so it
+    waits now. ``fired(caller, event)``: one of those watches fired. ``caller`` is the
+    name of the thread (sync) or task (asyncio) that set the watches. Only lock flows
+    set watches through ``call`` (a lease watches its node with ``watch_node``), so a
+    deletion heard here is a waiter's wake-up.
+    """
+
+    watching: list[Callable[[str], None]] = dataclasses.field(default_factory=list)
+    fired: list[Callable[[str, WatchEvent], None]] = dataclasses.field(default_factory=list)
+
+    def _watcher(self, caller: str, watcher: Watcher) -> Watcher:
+        def heard(event: WatchEvent) -> None:
+            for listener in self.fired:
+                listener(caller, event)
+            watcher(event)
+
+        return heard
+
+    def _set(self, caller: str, replies: Sequence[Any]) -> None:
+        if replies and all(_found(reply) for reply in replies):
+            for listener in self.watching:
+                listener(caller)
+
+
+def _found(reply: Any) -> bool:
+    """Did a watch-setting request find its node (so that its watch is set)?"""
+    return reply is not None and not isinstance(reply, ZooKeeperError | Wake)
+
+
+class TappedSession:
+    """A session (ours or the simulator's) whose watched calls ``tap`` hears; everything
+    else is the session's own."""
+
+    def __init__(self, session: Any, tap: SessionTap) -> None:
+        self._session = session
+        self._tap = tap
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._session, name)
+
+    def call(
+        self, requests: Sequence[Any], deadline: float | None, watcher: Watcher | None = None
+    ) -> list[Any]:
+        if watcher is None:
+            replies: list[Any] = self._session.call(requests, deadline)
+            return replies
+        caller = threading.current_thread().name
+        replies = self._session.call(requests, deadline, self._tap._watcher(caller, watcher))
+        self._tap._set(caller, replies)
+        return replies
+
+
+class AsyncTappedSession(TappedSession):
+    """``TappedSession`` for ``AsyncClient``: the caller is the awaiting task."""
+
+    async def call(  # type: ignore[override]
+        self, requests: Sequence[Any], deadline: float | None, watcher: Watcher | None = None
+    ) -> list[Any]:
+        if watcher is None:
+            replies: list[Any] = await self._session.call(requests, deadline)
+            return replies
+        task = asyncio.current_task()
+        caller = "" if task is None else task.get_name()
+        replies = await self._session.call(requests, deadline, self._tap._watcher(caller, watcher))
+        self._tap._set(caller, replies)
+        return replies
+
+
+def tapped_factory(
+    factory: Callable[..., Any], tap: SessionTap, session_class: type[TappedSession]
+) -> Callable[..., Any]:
+    """A ``session_factory=`` for a client whose sessions are ``factory``'s, tapped."""
+
+    def make(*args: Any, **kwargs: Any) -> Any:
+        return session_class(factory(*args, **kwargs), tap)
+
+    return make
+
+
+def native_sessions() -> Callable[..., Any]:
+    """``Client``'s own session factory (no security options), to tap."""
+    from zklocks._sync.native_session import NativeSession
+
+    return NativeSession
+
+
+def native_async_sessions() -> Callable[..., Any]:
+    """``AsyncClient``'s own session factory (no security options), to tap."""
+    from zklocks._asyncio.carrier import native_factory
+
+    return native_factory(ssl=None, auth=[], sasl=None)

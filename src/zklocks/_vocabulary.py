@@ -16,8 +16,8 @@ from typing import Any
 __all__ = [
     "DEFAULT_CLOCK_DRIFT",
     "SessionFacts",
+    "SessionListener",
     "SessionState",
-    "StateListener",
     "WatchEvent",
     "WatchKind",
     "Watcher",
@@ -64,7 +64,9 @@ class WatchEvent:
 
 
 Watcher = Callable[[WatchEvent], Any]
-StateListener = Callable[[SessionState], Any]
+# Hears the transport's ``SessionState`` (with CONNECTING, which users never see); the
+# public ``zklocks.StateListener`` hears ``ConnectionState``, mapped from it by the client.
+SessionListener = Callable[[SessionState], Any]
 
 
 def _never() -> bool:

@@ -1,9 +1,13 @@
-"""The contract suite's fixtures: every lock kind behind one factory, and a wake-up probe."""
+"""The contract suite's fixtures: where a case runs (a backend), its clients, and a
+wake-up probe.
+
+Every client's session is tapped (``helpers.TappedSession``, passed in as its
+``session_factory``), so a probe hears the watches a flow sets and the deletions that
+wake it, on ZooKeeper and on the simulator alike, without patching the drivers."""
 
 from __future__ import annotations
 
 import itertools
-import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -11,10 +15,17 @@ import pytest
 from contract_support import WakeProbe
 
 import zklocks
-from helpers import close_session, expire_session
-from zklocks._core.ops import Wait
-from zklocks._sync import driver
-from zklocks._vocabulary import WatchKind
+from helpers import (
+    AsyncTappedSession,
+    SessionTap,
+    TappedSession,
+    close_session,
+    expire_session,
+    native_async_sessions,
+    native_sessions,
+    tapped_factory,
+)
+from zklocks._vocabulary import WatchEvent, WatchKind
 from zklocks.server import ZooKeeperServer
 
 _paths = itertools.count()
@@ -38,10 +49,16 @@ class Backend:
 
     def __init__(self, hosts: str) -> None:
         self.hosts = hosts
+        self.tap = SessionTap()  # hears every session of this backend's clients
+
+    def sessions(self) -> Callable[..., Any]:
+        """The session factory the clients run on, before the tap."""
+        return native_sessions()
 
     def client(self, **options: Any) -> zklocks.Client:
         """A client, not started."""
-        return zklocks.Client(self.hosts, **options)
+        factory = tapped_factory(self.sessions(), self.tap, TappedSession)
+        return zklocks.Client(self.hosts, session_factory=factory, **options)
 
     def expire(self, client: zklocks.Client) -> None:
         expire_session(client, self.hosts)
@@ -68,10 +85,10 @@ class SimBackend(Backend):
         super().__init__("sim:contract")
         self.server = SimServer()
 
-    def client(self, **options: Any) -> zklocks.Client:
+    def sessions(self) -> Callable[..., Any]:
         from zklocks.sim import session_factory
 
-        return zklocks.Client(self.hosts, session_factory=session_factory(self.server), **options)
+        return session_factory(self.server)
 
     def expire(self, client: zklocks.Client) -> None:
         session = client._session
@@ -91,14 +108,19 @@ class AsyncBackend:
     name = "zookeeper"
 
     def __init__(self, hosts: str) -> None:
-        from zklocks._asyncio.session import AsyncSession
-
         self.hosts = hosts
-        self.session_class: type = AsyncSession  # what a case patches to count round trips
+        self.tap = SessionTap()
+        # what wraps each session: a case that steps into every round trip sets its own
+        self.session_class: type[AsyncTappedSession] = AsyncTappedSession
+
+    def sessions(self) -> Callable[..., Any]:
+        """The session factory the clients run on, before the tap."""
+        return native_async_sessions()
 
     def client(self, **options: Any) -> zklocks.AsyncClient:
         """A client, not started."""
-        return zklocks.AsyncClient(self.hosts, **options)
+        factory = tapped_factory(self.sessions(), self.tap, self.session_class)
+        return zklocks.AsyncClient(self.hosts, session_factory=factory, **options)
 
     def expire(self, client: zklocks.AsyncClient) -> None:
         """End the client's session from outside (blocking: its loop stands still)."""
@@ -110,17 +132,15 @@ class AsyncSimBackend(AsyncBackend):
     name = "sim"
 
     def __init__(self) -> None:
-        from zklocks.sim import AsyncSimSession, SimServer
+        from zklocks.sim import SimServer
 
-        self.hosts = "sim:contract"
+        super().__init__("sim:contract")
         self.server = SimServer()
-        self.session_class = AsyncSimSession
 
-    def client(self, **options: Any) -> zklocks.AsyncClient:
+    def sessions(self) -> Callable[..., Any]:
         from zklocks.sim import async_session_factory
 
-        factory = async_session_factory(self.server)
-        return zklocks.AsyncClient(self.hosts, session_factory=factory, **options)
+        return async_session_factory(self.server)
 
     def expire(self, client: zklocks.AsyncClient) -> None:
         assert self.server.expire_session(client._session_or_raise().session_id())
@@ -170,22 +190,19 @@ def inspector(backend: Backend) -> Iterator[Any]:
 
 
 @pytest.fixture
-def probe(monkeypatch: pytest.MonkeyPatch) -> WakeProbe:
-    """Wraps the sync driver's ``execute``: a ``Wait`` is a waiter blocked on its watches;
-    one that ends with a deletion event is a wake-up."""
+def probe(backend: Backend) -> WakeProbe:
+    """Hears the backend's sessions: a thread whose watches are set on nodes that exist
+    is a waiter blocked on them; a deletion they fire is its wake-up."""
     found = WakeProbe()
-    original = driver.execute
 
-    def counted(op: Any, session: Any, inbox: Any) -> Any:
-        if not isinstance(op, Wait):
-            return original(op, session, inbox)
-        name = threading.current_thread().name
-        found.waiting_event(name).set()
-        reply = original(op, session, inbox)
-        if isinstance(reply, tuple) and any(e.kind is WatchKind.DELETED for e in reply):
+    def watching(thread: str) -> None:
+        found.waiting_event(thread).set()
+
+    def fired(thread: str, event: WatchEvent) -> None:
+        if event.kind is WatchKind.DELETED:
             with found.mutex:
-                found.wakeups[name] = found.wakeups.get(name, 0) + 1
-        return reply
+                found.wakeups[thread] = found.wakeups.get(thread, 0) + 1
 
-    monkeypatch.setattr(driver, "execute", counted)
+    backend.tap.watching.append(watching)
+    backend.tap.fired.append(fired)
     return found

@@ -1,25 +1,16 @@
-"""Every lock kind behind one factory, so each contract case runs for all of them."""
+"""Every lock kind behind one factory, so each contract case runs for all of them: the
+table lives in ``tests/helpers.py`` (the async contract and the fault tests use it too)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
 import zklocks
+from helpers import EXCLUSIVE, QUEUED_EXCLUSIVE, blocker_kind
+from helpers import KINDS as _ANY_CLIENT_KINDS
 
 LockFactory = Callable[[zklocks.Client, str], zklocks.Lock]
 
-KINDS: dict[str, LockFactory] = {
-    "fair": lambda client, path: client.lock(path),
-    "unfair": lambda client, path: client.lock(path, fair=False),
-    "write": lambda client, path: client.read_write_lock(path).write,
-    "read": lambda client, path: client.read_write_lock(path).read,
-    "semaphore": lambda client, path: client.semaphore(path, permits=1),
-    "election": lambda client, path: client.election(path),
-}
-EXCLUSIVE = ["fair", "unfair", "write", "semaphore", "election"]
-QUEUED_EXCLUSIVE = ["fair", "write", "semaphore", "election"]
+KINDS: dict[str, LockFactory] = dict(_ANY_CLIENT_KINDS)  # typed for the sync client
 
-
-def blocker_kind(kind: str) -> str:
-    """A kind that excludes ``kind`` (readers are excluded by a writer)."""
-    return "write" if kind == "read" else kind
+__all__ = ["EXCLUSIVE", "KINDS", "QUEUED_EXCLUSIVE", "LockFactory", "blocker_kind"]

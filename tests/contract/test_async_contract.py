@@ -9,35 +9,19 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 import zklocks
 from conftest import AsyncBackend
-from zklocks._asyncio import driver
-from zklocks._core.ops import Wait
-from zklocks._vocabulary import WatchKind
+from helpers import KINDS as ANY_CLIENT_KINDS
+from helpers import QUEUED_EXCLUSIVE, AsyncTappedSession, blocker_kind, run_scenario
+from zklocks._vocabulary import WatchEvent, WatchKind
 
-KINDS: dict[str, Callable[[zklocks.AsyncClient, str], zklocks.AsyncLock]] = {
-    "fair": lambda client, path: client.lock(path),
-    "unfair": lambda client, path: client.lock(path, fair=False),
-    "write": lambda client, path: client.read_write_lock(path).write,
-    "read": lambda client, path: client.read_write_lock(path).read,
-    "semaphore": lambda client, path: client.semaphore(path, permits=1),
-    "election": lambda client, path: client.election(path),
-}
+KINDS: dict[str, Callable[[zklocks.AsyncClient, str], zklocks.AsyncLock]] = dict(ANY_CLIENT_KINDS)
 ALL = list(KINDS)
-QUEUED_EXCLUSIVE = ["fair", "write", "semaphore", "election"]
-
-
-def blocker(kind: str) -> str:
-    return "write" if kind == "read" else kind
-
-
-def run(scenario: Callable[[], Awaitable[None]]) -> None:
-    asyncio.run(asyncio.wait_for(scenario(), 60))
 
 
 async def children(client: zklocks.AsyncClient, path: str) -> list[str]:
@@ -47,12 +31,21 @@ async def children(client: zklocks.AsyncClient, path: str) -> list[str]:
 
 
 class AsyncProbe:
-    """Counts waiters entering the wait and deletion wake-ups (patched into the driver)."""
+    """Counts waiters entering the wait and deletion wake-ups, as the backend's tapped
+    sessions report them."""
 
     def __init__(self) -> None:
         self.entered = 0
         self.wakeups: list[str] = []
         self.changed = asyncio.Event()
+
+    def watching(self, _task: str) -> None:
+        self.entered += 1
+        self.changed.set()
+
+    def fired(self, _task: str, event: WatchEvent) -> None:
+        if event.kind is WatchKind.DELETED:
+            self.wakeups.append(event.path)
 
     async def until_waiting(self, count: int) -> None:
         while self.entered < count:
@@ -61,23 +54,12 @@ class AsyncProbe:
 
 
 @pytest.fixture
-def probe(monkeypatch: pytest.MonkeyPatch) -> AsyncProbe:
-    """Wraps the asyncio driver's ``execute``: a ``Wait`` is a waiter blocked on its
-    watches; one that ends with a deletion event is a wake-up."""
+def probe(async_backend: AsyncBackend) -> AsyncProbe:
+    """A task whose watches are set on nodes that exist is a waiter blocked on them; a
+    deletion they fire is its wake-up."""
     found = AsyncProbe()
-    original = driver.execute
-
-    async def counted(op: Any, session: Any, inbox: Any) -> Any:
-        if not isinstance(op, Wait):
-            return await original(op, session, inbox)
-        found.entered += 1
-        found.changed.set()
-        reply = await original(op, session, inbox)
-        if isinstance(reply, tuple):
-            found.wakeups += [e.path for e in reply if e.kind is WatchKind.DELETED]
-        return reply
-
-    monkeypatch.setattr(driver, "execute", counted)
+    async_backend.tap.watching.append(found.watching)
+    async_backend.tap.fired.append(found.fired)
     return found
 
 
@@ -95,7 +77,7 @@ def test_acquire_release_and_tokens(kind: str, async_backend: AsyncBackend, lock
             assert tokens == sorted(set(tokens))
             assert await children(client, lock_path) == []
 
-    run(scenario)
+    run_scenario(scenario)
 
 
 @pytest.mark.parametrize("kind", ["fair", "unfair", "write", "semaphore", "election"])
@@ -117,7 +99,7 @@ def test_tasks_exclude_each_other(kind: str, async_backend: AsyncBackend, lock_p
             await asyncio.gather(*(work() for _ in range(4)))
             assert most == 1
 
-    run(scenario)
+    run_scenario(scenario)
 
 
 @pytest.mark.parametrize("kind", QUEUED_EXCLUSIVE)
@@ -155,7 +137,7 @@ def test_fifo_and_one_wake_up_per_release(
             await asyncio.gather(*tasks)
             assert order == [0, 1, 2, 3, 4]
 
-    run(scenario)
+    run_scenario(scenario)
 
 
 @pytest.mark.parametrize("kind", ALL)
@@ -164,7 +146,7 @@ def test_timeout_try_acquire_and_no_node_left(
 ) -> None:
     async def scenario() -> None:
         async with async_backend.client() as holder, async_backend.client() as client:
-            held = await KINDS[blocker(kind)](holder, lock_path).acquire()
+            held = await KINDS[blocker_kind(kind)](holder, lock_path).acquire()
             lock = KINDS[kind](client, lock_path)
             started = time.monotonic()
             with pytest.raises(zklocks.LockTimeout):
@@ -173,7 +155,7 @@ def test_timeout_try_acquire_and_no_node_left(
             assert await lock.try_acquire() is None
             assert await children(client, lock_path) == [held.node.rsplit("/", 1)[1]]
 
-    run(scenario)
+    run_scenario(scenario)
 
 
 @pytest.mark.parametrize("kind", ALL)
@@ -207,7 +189,7 @@ def test_already_held_reentrant_and_not_held(
             await again.release()
             assert not again.held
 
-    run(scenario)
+    run_scenario(scenario)
 
 
 @pytest.mark.parametrize("kind", ALL)
@@ -221,7 +203,7 @@ def test_closed_client_fails_fast(kind: str, async_backend: AsyncBackend, lock_p
         with pytest.raises(zklocks.ClientClosed):
             await lock.acquire()
 
-    run(scenario)
+    run_scenario(scenario)
 
 
 async def cancel_variants(lock: zklocks.AsyncLock, how: str) -> None:
@@ -251,45 +233,46 @@ def test_cancelling_a_waiter_deletes_its_node(
     async def scenario() -> None:
         before = asyncio.all_tasks()
         async with async_backend.client() as holder, async_backend.client() as client:
-            held = await KINDS[blocker(kind)](holder, lock_path).acquire()
+            held = await KINDS[blocker_kind(kind)](holder, lock_path).acquire()
             lock = KINDS[kind](client, lock_path)
             await cancel_variants(lock, how)
             assert await children(client, lock_path) == [held.node.rsplit("/", 1)[1]]
             assert not lock.held
         assert asyncio.all_tasks() - before == set()  # no task leaked
 
-    run(scenario)
+    run_scenario(scenario)
 
 
 @pytest.mark.parametrize("kind", ALL)
 def test_cancel_at_every_await_point_leaves_nothing(
-    kind: str, async_backend: AsyncBackend, lock_path: str, monkeypatch: pytest.MonkeyPatch
+    kind: str, async_backend: AsyncBackend, lock_path: str
 ) -> None:
     """Cancel the acquiring task during its k-th round trip, for every k it makes."""
-    session_class = async_backend.session_class
-    original = session_class.call
     calls: dict[str, Any] = {"count": 0, "cancel_at": -1, "task": None, "waiting": None}
 
-    async def call(self: Any, *args: Any, **kwargs: Any) -> Any:
-        task = asyncio.current_task()
-        if task is not calls["task"]:
-            return await original(self, *args, **kwargs)
-        calls["count"] += 1
-        pending = asyncio.ensure_future(original(self, *args, **kwargs))
-        await asyncio.sleep(0)  # the requests are submitted: now they are in flight
-        if calls["count"] == calls["cancel_at"]:
-            assert task is not None
-            task.cancel()
-        if calls["count"] >= 2:  # created (or tried) and now setting its watch: waiting
-            calls["waiting"].set()
-        return await pending
+    class Cancelling(AsyncTappedSession):
+        """Steps into each round trip of the task under test, and cancels it in one."""
 
-    monkeypatch.setattr(session_class, "call", call)
+        async def call(self, *args: Any, **kwargs: Any) -> Any:
+            task = asyncio.current_task()
+            if task is not calls["task"]:
+                return await super().call(*args, **kwargs)
+            calls["count"] += 1
+            pending = asyncio.ensure_future(super().call(*args, **kwargs))
+            await asyncio.sleep(0)  # the requests are submitted: now they are in flight
+            if calls["count"] == calls["cancel_at"]:
+                assert task is not None
+                task.cancel()
+            if calls["count"] >= 2:  # created (or tried) and now setting its watch: waiting
+                calls["waiting"].set()
+            return await pending
+
+    async_backend.session_class = Cancelling  # the clients made below run on it
 
     async def attempt(cancel_at: int) -> bool:
         """True if the cancel was delivered during acquire."""
         async with async_backend.client() as holder, async_backend.client() as client:
-            blocking = KINDS[blocker(kind)](holder, lock_path)
+            blocking = KINDS[blocker_kind(kind)](holder, lock_path)
             holding, let_go = asyncio.Event(), asyncio.Event()
 
             async def hold() -> None:
@@ -339,7 +322,7 @@ def test_cancel_at_every_await_point_leaves_nothing(
 
     if not hasattr(asyncio.Task, "uncancel"):
         pytest.fail("needs Python 3.11 (Task.uncancel)")
-    run(scenario)
+    run_scenario(scenario)
 
 
 @pytest.mark.parametrize("kind", ALL)
@@ -360,7 +343,7 @@ def test_expired_session_marks_the_lease_lost(
             later = await KINDS[kind](other, lock_path).acquire(timeout=20)
             assert later.token > lease.token
 
-    run(scenario)
+    run_scenario(scenario)
 
 
 def test_a_thousand_waiting_tasks_need_no_threads(
@@ -388,4 +371,4 @@ def test_a_thousand_waiting_tasks_need_no_threads(
             await asyncio.gather(*tasks)
             assert done == 1000
 
-    run(scenario)
+    run_scenario(scenario)

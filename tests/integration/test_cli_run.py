@@ -12,7 +12,6 @@ import select
 import signal
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from pathlib import Path
@@ -21,6 +20,7 @@ import pytest
 from kazoo.client import KazooClient
 
 from helpers import ctrl_c_restored, ignoring
+from helpers import wait_for_children as wait_for_children  # test_cli_elect, _admin
 from zklocks.server import ZooKeeperServer
 
 ZKLOCKS = str(Path(sys.executable).with_name("zklocks"))
@@ -58,20 +58,6 @@ def children(kazoo: KazooClient, path: str) -> list[str]:
     if kazoo.exists(path) is None:
         return []
     return list(kazoo.get_children(path))
-
-
-def wait_for_children(
-    kazoo: KazooClient, path: str, count: int, timeout: float = 15.0
-) -> list[str]:
-    """Block on kazoo child watches until ``path`` has ``count`` children."""
-    deadline = time.monotonic() + timeout
-    while True:
-        changed = threading.Event()
-        kazoo.ensure_path(path)
-        names: list[str] = kazoo.get_children(path, watch=lambda _e, c=changed: c.set())
-        if len(names) == count:
-            return names
-        assert changed.wait(deadline - time.monotonic()), f"{path}: {names}, not {count}"
 
 
 def finish(process: subprocess.Popen[str], timeout: float = 30.0) -> tuple[int, str, str]:

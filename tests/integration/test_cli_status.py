@@ -17,7 +17,6 @@ import struct
 import subprocess
 import sys
 import termios
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -28,7 +27,7 @@ import pytest
 from kazoo.client import KazooClient
 
 import zklocks
-from helpers import ctrl_c_restored
+from helpers import ctrl_c_restored, wait_for_children
 from zklocks.server import ZooKeeperServer
 
 ZKLOCKS = str(Path(sys.executable).with_name("zklocks"))
@@ -60,20 +59,6 @@ def contenders(zk_server: ZooKeeperServer) -> Iterator[Callable[..., subprocess.
     yield start
     for process in started:
         process.communicate(timeout=30)
-
-
-def wait_for_children(
-    kazoo: KazooClient, path: str, count: int, timeout: float = 15.0
-) -> list[str]:
-    """Block on kazoo child watches until ``path`` has ``count`` children."""
-    deadline = time.monotonic() + timeout
-    while True:
-        changed = threading.Event()
-        kazoo.ensure_path(path)
-        names: list[str] = kazoo.get_children(path, watch=lambda _e, c=changed: c.set())
-        if len(names) == count:
-            return names
-        assert changed.wait(deadline - time.monotonic()), f"{path}: {names}, not {count}"
 
 
 def read_line(process: subprocess.Popen[str], timeout: float = 15.0) -> str:

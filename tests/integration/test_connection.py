@@ -14,13 +14,13 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Awaitable
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 from kazoo.client import KazooClient
 
 from connection_support import WAIT, Connection, States, Watched, until
+from helpers import run
 from zklocks._core import ops as _ops
 from zklocks._core.ops import Created, NodeData
 from zklocks._protocol.constants import CreateMode
@@ -37,15 +37,6 @@ from zklocks._protocol.errors import (
 from zklocks._protocol.records import Check, Children, Create, Delete, GetChildren, SetData, Stat
 from zklocks._vocabulary import SessionState, WatchEvent, WatchKind
 from zklocks.server import ZooKeeperServer
-
-T = TypeVar("T")
-
-
-def run(coro: Awaitable[T], timeout: float = 60.0) -> T:
-    async def bounded() -> T:
-        return await asyncio.wait_for(coro, timeout)
-
-    return asyncio.run(bounded())
 
 
 def open_fds() -> int:

@@ -7,32 +7,26 @@ and the Netty jars Debian's manifest lacks); certificates from trustme.
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import socket
 import time
-from collections.abc import Awaitable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TypeVar
 
 import pytest
 from nemesis.proxy import Proxy
 
 import zklocks
 from connection_support import Connection, transport_of
+from helpers import run as run_bounded
 from tls_support import TLSSetup
 from zklocks._protocol.errors import ConnectionFailedError
 from zklocks._vocabulary import SessionState
 from zklocks.server import ZooKeeperServer
 
-T = TypeVar("T")
 ALICE = ("digest", "alice:tls-s3cret")
-
-
-def run(coro: Awaitable[T], timeout: float = 90.0) -> T:
-    async def bounded() -> T:
-        return await asyncio.wait_for(coro, timeout)
-
-    return asyncio.run(bounded())
+run = functools.partial(run_bounded, timeout=90.0)  # TLS handshakes and restarts are slow
 
 
 @pytest.fixture(scope="module")

@@ -6,17 +6,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Awaitable, Callable
 
 import pytest
 from nemesis.proxy import Proxy
 
 import zklocks
+from helpers import run_scenario
 from zklocks.server import ZooKeeperServer
-
-
-def run(scenario: Callable[[], Awaitable[None]]) -> None:
-    asyncio.run(asyncio.wait_for(scenario(), 60))
 
 
 async def children(client: zklocks.AsyncClient, path: str) -> list[str]:
@@ -68,7 +64,7 @@ def test_tasks_campaign_observe_and_hand_over(zk_server: ZooKeeperServer, path: 
             assert await asyncio.wait_for(seen.get(), 10) == "ended"
             await observer
 
-    run(scenario)
+    run_scenario(scenario)
 
 
 def test_cancelled_multi_lock_leaves_nothing(zk_server: ZooKeeperServer, path: str) -> None:
@@ -99,7 +95,7 @@ def test_cancelled_multi_lock_leaves_nothing(zk_server: ZooKeeperServer, path: s
                 assert multi.held
             assert await children(one, first) == await children(one, second) == []
 
-    run(scenario)
+    run_scenario(scenario)
 
 
 def test_observer_cut_off_during_a_handover_sees_the_new_leader(
@@ -136,4 +132,4 @@ def test_observer_cut_off_during_a_handover_sees_the_new_leader(
             with contextlib.suppress(asyncio.CancelledError):
                 await observer
 
-    run(scenario)
+    run_scenario(scenario)

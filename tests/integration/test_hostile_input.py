@@ -13,7 +13,6 @@ import os
 import subprocess
 import sys
 import threading
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +22,7 @@ import pytest
 from kazoo.exceptions import BadArgumentsError
 
 import zklocks
+from helpers import wait_for_children
 from zklocks.server import ZooKeeperServer
 
 ZKLOCKS = str(Path(sys.executable).with_name("zklocks"))
@@ -51,18 +51,6 @@ def cli(hosts: str, *args: str, timeout: float = 60) -> subprocess.CompletedProc
         timeout=timeout,
         env={**os.environ, "ZKLOCKS_HOSTS": hosts, "COLUMNS": "400"},  # no cell cut short
     )
-
-
-def wait_for_children(kazoo: Any, path: str, count: int, timeout: float = 15.0) -> None:
-    """Block on kazoo child watches until ``path`` has ``count`` children."""
-    deadline = time.monotonic() + timeout
-    while True:
-        changed = threading.Event()
-        kazoo.ensure_path(path)
-        names = kazoo.get_children(path, watch=lambda _e, c=changed: c.set())
-        if len(names) == count:
-            return
-        assert changed.wait(deadline - time.monotonic()), f"{path}: {names}, not {count}"
 
 
 # -- 3. a name that looks like ours, with a sequence no ZooKeeper issues --------------------

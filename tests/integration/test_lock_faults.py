@@ -4,20 +4,21 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
-from typing import Any
 
 import pytest
 from nemesis.proxy import Proxy
 
 import zklocks
-from zklocks._asyncio import driver
-from zklocks._core.ops import Wait
+from helpers import (
+    KINDS,
+    AsyncTappedSession,
+    SessionTap,
+    blocker_kind,
+    native_async_sessions,
+    run_scenario,
+    tapped_factory,
+)
 from zklocks.server import ZooKeeperServer
-
-
-def run(scenario: Callable[[], Awaitable[None]]) -> None:
-    asyncio.run(asyncio.wait_for(scenario(), 60))
 
 
 def upstream(server: ZooKeeperServer) -> tuple[str, int]:
@@ -26,38 +27,22 @@ def upstream(server: ZooKeeperServer) -> tuple[str, int]:
 
 @pytest.mark.parametrize("kind", ["fair", "unfair", "read", "semaphore"])
 def test_a_waiter_queued_before_a_reset_still_gets_the_lock(
-    kind: str, zk_server: ZooKeeperServer, monkeypatch: pytest.MonkeyPatch
+    kind: str, zk_server: ZooKeeperServer
 ) -> None:
     waiting = asyncio.Event()
-    original = driver.execute
-
-    async def entering(op: Any, session: Any, inbox: Any) -> Any:
-        if isinstance(op, Wait):
-            waiting.set()  # the waiter's watches are set: it waits
-        return await original(op, session, inbox)
-
-    monkeypatch.setattr(driver, "execute", entering)
+    tap = SessionTap(watching=[lambda _task: waiting.set()])  # its watches are set: it waits
+    waiter_sessions = tapped_factory(native_async_sessions(), tap, AsyncTappedSession)
     path = f"/faults/reset-{kind}-{time.monotonic_ns()}"
-
-    def make(client: zklocks.AsyncClient, writer: bool = False) -> zklocks.AsyncLock:
-        if kind == "unfair":
-            return client.lock(path, fair=False)
-        if kind == "read":
-            rw = client.read_write_lock(path)
-            return rw.write if writer else rw.read
-        if kind == "semaphore":
-            return client.semaphore(path, permits=1)
-        return client.lock(path)
 
     async def scenario() -> None:
         async with (
             Proxy(*upstream(zk_server)) as proxy,
             zklocks.AsyncClient(zk_server.hosts) as holder,
-            zklocks.AsyncClient(proxy.hosts) as waiter,
+            zklocks.AsyncClient(proxy.hosts, session_factory=waiter_sessions) as waiter,
         ):
-            held = make(holder, writer=True)
+            held = KINDS[blocker_kind(kind)](holder, path)
             await held.acquire()
-            lock = make(waiter)
+            lock = KINDS[kind](waiter, path)
 
             async def wait_for_it() -> int:
                 lease = await lock.acquire(timeout=30)
@@ -71,7 +56,7 @@ def test_a_waiter_queued_before_a_reset_still_gets_the_lock(
             await held.release()  # ...and the release happens while it is away
             assert await task > 0
 
-    run(scenario)
+    run_scenario(scenario)
 
 
 def test_a_stalled_holder_is_told_before_anyone_else_is_granted(
@@ -96,4 +81,4 @@ def test_a_stalled_holder_is_told_before_anyone_else_is_granted(
             assert lease.lost and granted.token > lease.token
             proxy.unstall()
 
-    run(scenario)
+    run_scenario(scenario)

@@ -1,13 +1,12 @@
 """``max_hold=``: a lease held too long is lost, its node deleted, the next waiter granted.
 
 Every test runs on a real ZooKeeper, the holder and the waiter on separate sessions, for
-each lock kind that takes the option (fair, one-node, read/write, semaphore), with the
+each lock kind that takes the option (fair, one-node "unfair", read/write, semaphore), with the
 sync ``Client`` and with ``AsyncClient``.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Iterator
@@ -19,11 +18,12 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 import zklocks
 import zklocks.metrics
+from helpers import KINDS, blocker_kind, run_scenario
 from zklocks.server import ZooKeeperServer
 
 BOUND = 0.6  # seconds: long enough to be past the grant, short enough for a test
 SLACK = 0.3  # the issue's bound: lost within this much of max_hold
-KINDS = ["fair", "one-node", "read-write", "semaphore"]
+MAX_HOLD_KINDS = ["fair", "unfair", "read", "semaphore"]  # "read": a writer holds, a reader waits
 
 
 def unique(name: str) -> str:
@@ -31,15 +31,9 @@ def unique(name: str) -> str:
 
 
 def make(client: Any, kind: str, path: str, *, holder: bool, max_hold: float | None) -> Any:
-    """The holder's lock (exclusive side) or the waiter's (shared side, for read/write)."""
-    if kind == "fair":
-        return client.lock(path, max_hold=max_hold)
-    if kind == "one-node":
-        return client.lock(path, fair=False, max_hold=max_hold)
-    if kind == "read-write":
-        pair = client.read_write_lock(path, max_hold=max_hold)
-        return pair.write if holder else pair.read
-    return client.semaphore(path, permits=1, max_hold=max_hold)
+    """The holder's lock (the side that excludes ``kind``: a writer for readers) or the
+    waiter's."""
+    return KINDS[blocker_kind(kind) if holder else kind](client, path, max_hold=max_hold)
 
 
 @pytest.fixture
@@ -48,7 +42,7 @@ def two_clients(zk_server: ZooKeeperServer) -> Iterator[tuple[zklocks.Client, zk
         yield holder, waiter
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", MAX_HOLD_KINDS)
 def test_sync_max_hold_loses_the_lease_and_the_waiter_is_granted(
     kind: str, two_clients: tuple[zklocks.Client, zklocks.Client]
 ) -> None:
@@ -76,7 +70,7 @@ def test_sync_max_hold_loses_the_lease_and_the_waiter_is_granted(
     assert [c.node for c in waiter.lock(path).contenders()] == [successor.node]
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", MAX_HOLD_KINDS)
 def test_async_max_hold_loses_the_lease_and_the_waiter_is_granted(
     kind: str, zk_server: ZooKeeperServer
 ) -> None:
@@ -107,7 +101,7 @@ def test_async_max_hold_loses_the_lease_and_the_waiter_is_granted(
             contenders = await waiter.lock(path).contenders()
             assert [c.node for c in contenders] == [successor.node]
 
-    asyncio.run(asyncio.wait_for(scenario(), 60))
+    run_scenario(scenario)
 
 
 def test_a_released_lease_never_takes_back_the_next_holders_node(
@@ -160,7 +154,7 @@ def test_max_hold_is_lost_on_our_clock_while_cut_off(zk_server: ZooKeeperServer)
             finally:
                 proxy.unstall()
 
-    asyncio.run(asyncio.wait_for(scenario(), 60))
+    run_scenario(scenario)
 
 
 def test_a_paused_holder_sees_the_bound_at_its_first_look(

@@ -8,10 +8,9 @@ the fault of "the client process paused", which blocks the event loop on purpose
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 import uuid
-from collections.abc import Awaitable
-from typing import TypeVar
 
 import pytest
 from kazoo.client import KazooClient
@@ -19,6 +18,7 @@ from nemesis.proxy import Proxy
 
 from broken_server import StrayReplyRelay
 from connection_support import WAIT, Connection, States, Watched, until
+from helpers import run as run_bounded
 from zklocks._core import ops as _ops
 from zklocks._protocol.errors import (
     ConnectionLossError,
@@ -30,14 +30,7 @@ from zklocks._protocol.records import digest_acl
 from zklocks._vocabulary import SessionState, WatchEvent, WatchKind
 from zklocks.server import ZooKeeperEnsemble, ZooKeeperServer
 
-T = TypeVar("T")
-
-
-def run(coro: Awaitable[T], timeout: float = 90.0) -> T:
-    async def bounded() -> T:
-        return await asyncio.wait_for(coro, timeout)
-
-    return asyncio.run(bounded())
+run = functools.partial(run_bounded, timeout=90.0)  # faults wait out session timeouts
 
 
 def kazoo_client(hosts: str) -> KazooClient:

@@ -3,37 +3,19 @@ queue to grow (child watches), and stepping through hand-offs."""
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from typing import Any
 
 from interop.curator import harness
 
+import helpers
+
 WAIT = 30.0
 
-
-def wait_for_children(kazoo: Any, path: str, n: int, timeout: float = WAIT) -> list[str]:
-    """Block until ``path`` has at least ``n`` children (a child watch, not polling)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        changed = threading.Event()
-        wake = _setter(changed)
-        try:
-            children: list[str] = kazoo.get_children(path, watch=wake)
-        except Exception:  # not created yet: wait for it to be
-            children = []
-            if kazoo.exists(path, watch=wake) is not None:
-                continue
-        if len(children) >= n:
-            return children
-        remaining = deadline - time.monotonic()
-        assert remaining > 0 and changed.wait(remaining), (
-            f"{path}: {len(children)} children, not {n}, within {timeout} s"
-        )
-
-
-def _setter(event: threading.Event) -> Any:
-    return lambda _watch_event: event.set()
+# Peers' recipes may keep extra nodes beside the queue: at least ``n`` children.
+wait_for_children = functools.partial(helpers.wait_for_children, timeout=WAIT, at_least=True)
 
 
 class ZkContender:

@@ -25,7 +25,7 @@ from zklocks._transport import forks
 from zklocks._transport.adapter import connection_failed
 from zklocks._transport.connection import Connection
 from zklocks._transport.sasl import SASL
-from zklocks._vocabulary import SessionFacts, SessionState, StateListener, Watcher
+from zklocks._vocabulary import SessionFacts, SessionListener, SessionState, Watcher
 
 T = TypeVar("T")
 
@@ -66,7 +66,7 @@ class StartableCarrier(AsyncCarrier, Protocol):
         """Connect and make the session (``ConnectionFailed``, ``InvalidArgument``)."""
         ...
 
-    def add_state_listener(self, fn: StateListener) -> Callable[[], None]: ...
+    def add_state_listener(self, fn: SessionListener) -> Callable[[], None]: ...
 
     async def close(self) -> None:
         """End the session, then await what runs apart (cleanups)."""
@@ -103,7 +103,7 @@ class NativeAsyncSession(AsyncSession):
             )
         self.mark_connected()
 
-    def add_state_listener(self, fn: StateListener) -> Callable[[], None]:
+    def add_state_listener(self, fn: SessionListener) -> Callable[[], None]:
         return self.connection.add_state_listener(fn)
 
     async def close(self) -> None:

@@ -41,7 +41,7 @@ from zklocks._transport import forks
 from zklocks._transport.adapter import connection_failed, facts_of, reply_of, submit_all
 from zklocks._transport.connection import Connection
 from zklocks._transport.sasl import SASL
-from zklocks._vocabulary import SessionState, StateListener, Watcher, WatchEvent, WatchKind
+from zklocks._vocabulary import SessionListener, SessionState, Watcher, WatchEvent, WatchKind
 
 T = TypeVar("T")
 _JOIN_APART = 5.0  # how long close() waits for each cleanup thread (they end at once)
@@ -455,7 +455,7 @@ class NativeSession:
         """(session id, password): lets a test make the server expire this session."""
         return self._connection.session_id, self._connection.session_password
 
-    def add_state_listener(self, fn: StateListener) -> Callable[[], None]:
+    def add_state_listener(self, fn: SessionListener) -> Callable[[], None]:
         return self._connection.add_state_listener(fn)
 
     def _track_connected(self, state: SessionState) -> None:

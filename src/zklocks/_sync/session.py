@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import Protocol, TypeVar
 
 from zklocks._core.ops import Reply, Request
-from zklocks._vocabulary import SessionFacts, StateListener, Watcher
+from zklocks._vocabulary import SessionFacts, SessionListener, Watcher
 
 __all__ = ["SyncSession"]
 
@@ -56,7 +56,7 @@ class SyncSession(Protocol):
 
     def session_id(self) -> int: ...
 
-    def add_state_listener(self, fn: StateListener) -> Callable[[], None]: ...
+    def add_state_listener(self, fn: SessionListener) -> Callable[[], None]: ...
 
     @property
     def closed(self) -> bool: ...

@@ -97,7 +97,7 @@ from zklocks._transport.outgoing import Outgoing, RequestMeter
 from zklocks._transport.probe import ask_server
 from zklocks._transport.sasl import SASL
 from zklocks._transport.wire import Wire
-from zklocks._vocabulary import SessionState, StateListener, Watcher
+from zklocks._vocabulary import SessionListener, SessionState, Watcher
 
 __all__ = ["Connection"]
 
@@ -135,7 +135,7 @@ class Connection:
             max_request_size=max_request_size,
         )
         self._state = SessionState.CONNECTING
-        self._listeners: list[StateListener] = []
+        self._listeners: list[SessionListener] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Task[None] | None = None
         self._started: asyncio.Future[None] | None = None
@@ -231,7 +231,7 @@ class Connection:
         """``host:port`` of every server, in the order they are tried."""
         return [f"{host}:{port}" for host, port in self._opener.dialer.addresses]
 
-    def add_state_listener(self, fn: StateListener) -> Callable[[], None]:
+    def add_state_listener(self, fn: SessionListener) -> Callable[[], None]:
         """Call ``fn(state)`` on every state change (on the loop thread); returns a remover."""
         self._listeners.append(fn)
 

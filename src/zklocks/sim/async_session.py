@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 from zklocks._core.ops import Reply, Request
 from zklocks._core.validate import LeaseTiming
-from zklocks._vocabulary import SessionState, StateListener, Watcher, WatchEvent
+from zklocks._vocabulary import SessionListener, SessionState, Watcher, WatchEvent
 from zklocks.sim.session import SimServer, SimSession
 
 __all__ = ["AsyncSimSession", "async_session_factory"]
@@ -79,7 +79,7 @@ class AsyncSimSession:
     def session_id(self) -> int:
         return self.sim.session_id()
 
-    def add_state_listener(self, fn: StateListener) -> Callable[[], None]:
+    def add_state_listener(self, fn: SessionListener) -> Callable[[], None]:
         return self.sim.add_state_listener(self._on_loop(fn))
 
     async def close(self) -> None:

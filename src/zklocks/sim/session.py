@@ -39,8 +39,8 @@ from zklocks._protocol.errors import (
 )
 from zklocks._vocabulary import (
     SessionFacts,
+    SessionListener,
     SessionState,
-    StateListener,
     Watcher,
     WatchEvent,
     WatchKind,
@@ -277,7 +277,7 @@ class SimSession:
         self._cut_off_at: float | None = None
         self._watches = ClientWatches()
         self._pending_watches: list[tuple[str, Watcher]] = []
-        self._listeners: list[StateListener] = []
+        self._listeners: list[SessionListener] = []
         self._events: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self.facts = SessionFacts(
@@ -365,7 +365,7 @@ class SimSession:
             record = self._server.model.sessions.get(self._session_id)
             return self._session_id, b"" if record is None else record.password
 
-    def add_state_listener(self, fn: StateListener) -> Callable[[], None]:
+    def add_state_listener(self, fn: SessionListener) -> Callable[[], None]:
         self._listeners.append(fn)
         return lambda: self._listeners.remove(fn) if fn in self._listeners else None
 
