@@ -338,4 +338,4 @@ def native_async_sessions() -> Callable[..., Any]:
     """``AsyncClient``'s own session factory (no security options), to tap."""
     from zklocks._asyncio.carrier import native_factory
 
-    return native_factory(ssl=None, auth=[], sasl=None)
+    return native_factory()

@@ -20,7 +20,7 @@ def test_all_lists_every_public_name() -> None:
 def test_the_brief_api_is_there() -> None:
     server = zklocks.sim.SimServer()
     make = zklocks.sim.session_factory(server)
-    session = make("sim", session_timeout=5.0, connect_timeout=5.0)
+    session = make(zklocks.sim.ClientOptions("sim", session_timeout=5.0, connect_timeout=5.0))
     session.start()
     try:
         assert server.model.alive(session.session_id())

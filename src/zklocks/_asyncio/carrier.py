@@ -12,19 +12,17 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Coroutine, Sequence
-from ssl import SSLContext
 from typing import Any, Protocol, TypeVar
 
 from zklocks._asyncio.session import AsyncSession
 from zklocks._core.errors import InvalidArgument
 from zklocks._core.ops import Reply, Request
-from zklocks._core.validate import DEFAULT_LEASE_TIMING, LeaseTiming
 from zklocks._frontend.lockmaker import SessionFactory
+from zklocks._frontend.options import NO_SECURITY, ClientOptions, Security
 from zklocks._protocol.errors import ConnectionFailedError
 from zklocks._transport import forks
 from zklocks._transport.adapter import connection_failed
 from zklocks._transport.connection import Connection
-from zklocks._transport.sasl import SASL
 from zklocks._vocabulary import SessionFacts, SessionListener, SessionState, Watcher
 
 T = TypeVar("T")
@@ -117,28 +115,11 @@ class NativeAsyncSession(AsyncSession):
         forks.keep(self.connection)
 
 
-def native_factory(
-    *, ssl: SSLContext | None, auth: Sequence[tuple[str, bytes]], sasl: SASL | None
-) -> SessionFactory[StartableCarrier]:
+def native_factory(security: Security = NO_SECURITY) -> SessionFactory[StartableCarrier]:
     """``AsyncClient``'s default: sessions on our own connection, with the security
-    options (each (re)connect sends ``auth``, then logs in with ``sasl``)."""
+    options."""
 
-    def make(
-        hosts: str,
-        *,
-        session_timeout: float,
-        connect_timeout: float,
-        lease_timing: LeaseTiming = DEFAULT_LEASE_TIMING,
-    ) -> NativeAsyncSession:
-        connection = Connection(
-            hosts,
-            session_timeout=session_timeout,
-            tick_time=lease_timing.tick_time,
-            clock_drift=lease_timing.clock_drift,
-            ssl=ssl,
-            auth=auth,
-            sasl=sasl,
-        )
-        return NativeAsyncSession(connection, connect_timeout)
+    def make(options: ClientOptions) -> NativeAsyncSession:
+        return NativeAsyncSession(security.connection(options), options.connect_timeout)
 
     return make

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterable
-from ssl import SSLContext
 from types import TracebackType
 
 from zklocks._asyncio import driver
@@ -21,8 +20,8 @@ from zklocks._core.lease import AsyncLease
 from zklocks._core.nodes import ELECTION_KIND
 from zklocks._frontend.holdings import LockConfig
 from zklocks._frontend.lockmaker import LockMaker, SessionFactory, show_concrete_types
+from zklocks._frontend.options import Security
 from zklocks._transport import forks
-from zklocks._transport.sasl import SASL
 from zklocks._vocabulary import SessionState
 
 
@@ -151,10 +150,8 @@ class AsyncClient(LockMaker[AsyncLock, AsyncReadWriteLock, StartableCarrier]):
         self._keeper.track(lease, session.watch_node)
         return lease
 
-    def _native_factory(
-        self, *, ssl: SSLContext | None, auth: list[tuple[str, bytes]], sasl: SASL | None
-    ) -> SessionFactory[StartableCarrier]:
-        return native_factory(ssl=ssl, auth=auth, sasl=sasl)
+    def _native_factory(self, security: Security) -> SessionFactory[StartableCarrier]:
+        return native_factory(security)
 
     def _schedule(self, delay: float, fn: Callable[[], None]) -> Callable[[], None]:
         return asyncio.get_running_loop().call_later(delay, fn).cancel

@@ -18,7 +18,7 @@ from zklocks._cli.security import Security
 from zklocks._core.errors import ConnectionFailed, InvalidArgument, InvalidPath
 from zklocks._core.validate import hosts as hosts_string
 from zklocks._core.validate import lock_path
-from zklocks._frontend.lockmaker import DEFAULT_HOSTS
+from zklocks._frontend.options import DEFAULT_HOSTS
 from zklocks._sync.client import Client
 
 # Exit statuses (sysexits.h where one fits), documented in docs/cli.md.

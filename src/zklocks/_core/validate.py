@@ -111,10 +111,20 @@ def identifier(value: object) -> str | None:
 
 def session_timeout(value: object) -> float:
     """A session timeout in seconds (> 0)."""
+    return seconds("session_timeout", value)
+
+
+def connect_timeout(value: object) -> float:
+    """How long ``start()`` may try to make a session, in seconds (> 0)."""
+    return seconds("connect_timeout", value)
+
+
+def seconds(name: str, value: object) -> float:
+    """A positive, finite number of seconds; the error names the option ``name``."""
     if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-        raise InvalidArgument(f"session_timeout must be a positive number, not {value!r}")
+        raise InvalidArgument(f"{name} must be a positive number, not {value!r}")
     if math.isinf(value):
-        raise InvalidArgument("session_timeout must be finite")
+        raise InvalidArgument(f"{name} must be finite")
     return float(value)
 
 

@@ -21,6 +21,13 @@ from zklocks._core.events import ConnectionState, StateListener, StateListeners
 from zklocks._core.lease import LeaseKeeper
 from zklocks._core.security import ACL
 from zklocks._frontend.holdings import LockConfig, LockCore, PathPeers, make_config
+from zklocks._frontend.options import (
+    DEFAULT_CONNECT_TIMEOUT,
+    DEFAULT_HOSTS,
+    DEFAULT_SESSION_TIMEOUT,
+    ClientOptions,
+    Security,
+)
 from zklocks._transport import forks
 from zklocks._transport.sasl import SASL, login_of, plain_packets, with_login
 from zklocks._vocabulary import SessionFacts
@@ -44,20 +51,10 @@ PartT = TypeVar("PartT", bound=LockCore[Any])
 
 
 class SessionFactory(Protocol[SessionT_co]):
-    """Makes the session a client runs on: our own transport by default; the simulator
-    injects its own (``session_factory=``)."""
+    """Makes the session a client runs on, from the client's options: our own transport
+    by default; the simulator injects its own (``session_factory=``)."""
 
-    def __call__(
-        self,
-        hosts: str,
-        *,
-        session_timeout: float,
-        connect_timeout: float,
-        lease_timing: _validate.LeaseTiming = _validate.DEFAULT_LEASE_TIMING,
-    ) -> SessionT_co: ...
-
-
-DEFAULT_HOSTS = "127.0.0.1:2181"
+    def __call__(self, options: ClientOptions) -> SessionT_co: ...
 
 
 class LockMaker(Generic[LockT, ReadWriteT, SessionT]):
@@ -71,8 +68,8 @@ class LockMaker(Generic[LockT, ReadWriteT, SessionT]):
         self,
         hosts: str = DEFAULT_HOSTS,
         *,
-        session_timeout: float = 10.0,
-        connect_timeout: float = 15.0,
+        session_timeout: float = DEFAULT_SESSION_TIMEOUT,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
         tick_time: float | None = None,
         clock_drift: float = _validate.DEFAULT_CLOCK_DRIFT,
         ensemble_lag: float | None = None,
@@ -82,15 +79,15 @@ class LockMaker(Generic[LockT, ReadWriteT, SessionT]):
         session_factory: SessionFactory[SessionT] | None = None,
         sasl: SASL | None = None,
     ) -> None:
-        if session_factory is None:  # (a factory of its own decides what hosts means)
-            _validate.hosts(hosts)  # a bad connect string fails here, not at start()
-        if not isinstance(hosts, str) or not hosts.strip():
-            raise InvalidArgument(f"hosts must be a 'host:port,...' string, not {hosts!r}")
-        self.hosts = hosts
-        self._requested_timeout = _validate.session_timeout(session_timeout)
+        self.options = ClientOptions.checked(
+            hosts,
+            session_timeout=session_timeout,
+            connect_timeout=connect_timeout,
+            tick_time=tick_time,
+            clock_drift=clock_drift,
+            connect_string=session_factory is None,  # a factory of its own decides
+        )
         self._granted_timeout: float | None = None  # the last session's, once stopped
-        self.connect_timeout = _validate.session_timeout(connect_timeout)
-        self.lease_timing = _validate.LeaseTiming.of(tick_time, clock_drift)
         if ensemble_lag is not None:
             warnings.warn(
                 "ensemble_lag is no longer used and is ignored: on an ensemble the lease is "
@@ -110,9 +107,11 @@ class LockMaker(Generic[LockT, ReadWriteT, SessionT]):
                 "does not model them"
             )
         self._session_factory = session_factory or self._native_factory(
-            ssl=self._ssl,
-            auth=plain_packets(self._credentials),
-            sasl=login_of(self._credentials),
+            Security(
+                self._ssl,
+                tuple(plain_packets(self._credentials)),
+                login_of(self._credentials),
+            )
         )
         self._states = StateListeners()
         self._peers = PathPeers()
@@ -123,11 +122,21 @@ class LockMaker(Generic[LockT, ReadWriteT, SessionT]):
         self._stopped = False
         self._forked = False  # inherited by a forked child: refuses every call
 
-    def _native_factory(
-        self, *, ssl: SSLContext | None, auth: list[tuple[str, bytes]], sasl: SASL | None
-    ) -> SessionFactory[SessionT]:
+    def _native_factory(self, security: Security) -> SessionFactory[SessionT]:
         """The factory of sessions on our own transport, with the security options."""
         raise NotImplementedError
+
+    @property
+    def hosts(self) -> str:
+        return self.options.hosts
+
+    @property
+    def connect_timeout(self) -> float:
+        return self.options.connect_timeout
+
+    @property
+    def lease_timing(self) -> _validate.LeaseTiming:
+        return self.options.lease_timing
 
     def _join(self, lock: PartT) -> PartT:
         """``lock``, known to this client's other lock objects on its path (so that one
@@ -145,12 +154,7 @@ class LockMaker(Generic[LockT, ReadWriteT, SessionT]):
 
     def _new_session(self) -> SessionT:
         """A session for ``start()`` to start, from the factory (not started yet)."""
-        return self._session_factory(
-            self.hosts,
-            session_timeout=self._requested_timeout,
-            connect_timeout=self.connect_timeout,
-            lease_timing=self.lease_timing,
-        )
+        return self._session_factory(self.options)
 
     def _refuse_start(self) -> bool:
         """Whether ``start()`` has nothing to do (already started); ``ClientClosed`` when
@@ -216,7 +220,7 @@ class LockMaker(Generic[LockT, ReadWriteT, SessionT]):
         facts = self._facts()
         if facts is not None:
             return facts.session_timeout()
-        return self._granted_timeout or self._requested_timeout
+        return self._granted_timeout or self.options.session_timeout
 
     def _remember_granted_timeout(self) -> None:
         facts = self._facts()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable
-from ssl import SSLContext
 from types import TracebackType
 from typing import Any, Protocol
 
@@ -17,13 +16,13 @@ from zklocks._core.lease import Lease
 from zklocks._core.nodes import ELECTION_KIND
 from zklocks._frontend.holdings import LockConfig
 from zklocks._frontend.lockmaker import LockMaker, SessionFactory, show_concrete_types
+from zklocks._frontend.options import Security
 from zklocks._sync import driver
 from zklocks._sync.election import Election, MultiLock
 from zklocks._sync.locks import Lock, ReadWriteLock
 from zklocks._sync.session import SyncSession
 from zklocks._sync.transaction import Transaction
 from zklocks._transport import forks
-from zklocks._transport.sasl import SASL
 from zklocks._vocabulary import SessionState
 
 
@@ -188,12 +187,10 @@ class Client(LockMaker[Lock, ReadWriteLock, StartableSession]):
         self._states.state = ConnectionState.CLOSED
         self._keeper.disown_all(forks.INHERITED_LEASE)
 
-    def _native_factory(
-        self, *, ssl: SSLContext | None, auth: list[tuple[str, bytes]], sasl: SASL | None
-    ) -> SessionFactory[StartableSession]:
+    def _native_factory(self, security: Security) -> SessionFactory[StartableSession]:
         from zklocks._sync.native_session import NativeSession
 
-        return functools.partial(NativeSession, ssl=ssl, auth=auth, sasl=sasl)
+        return functools.partial(NativeSession, security=security)
 
     def _schedule(self, delay: float, fn: Callable[[], None]) -> Callable[[], None]:
         session = self._session

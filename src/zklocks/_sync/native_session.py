@@ -19,7 +19,6 @@ import concurrent.futures
 import contextlib
 import heapq
 import itertools
-import ssl as _ssl
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -30,7 +29,7 @@ from zklocks._core.deadline import Deadline
 from zklocks._core.errors import InvalidArgument
 from zklocks._core.ops import TIMED_OUT, GetData, Reply, Request
 from zklocks._core.threads import background_thread
-from zklocks._core.validate import DEFAULT_LEASE_TIMING, LeaseTiming
+from zklocks._frontend.options import NO_SECURITY, ClientOptions, Security
 from zklocks._protocol.errors import (
     ClientClosedError,
     ConnectionFailedError,
@@ -39,8 +38,6 @@ from zklocks._protocol.errors import (
 )
 from zklocks._transport import forks
 from zklocks._transport.adapter import connection_failed, facts_of, reply_of, submit_all
-from zklocks._transport.connection import Connection
-from zklocks._transport.sasl import SASL
 from zklocks._vocabulary import SessionListener, SessionState, Watcher, WatchEvent, WatchKind
 
 T = TypeVar("T")
@@ -205,31 +202,13 @@ class _Timers:
 class NativeSession:
     """One connection on one loop thread, seen through the ``SyncSession`` interface."""
 
-    def __init__(
-        self,
-        hosts: str,
-        *,
-        session_timeout: float,
-        connect_timeout: float,
-        lease_timing: LeaseTiming = DEFAULT_LEASE_TIMING,
-        ssl: _ssl.SSLContext | None = None,
-        auth: Sequence[tuple[str, bytes]] = (),
-        sasl: SASL | None = None,
-    ) -> None:
+    def __init__(self, options: ClientOptions, security: Security = NO_SECURITY) -> None:
         # ``connect_timeout`` bounds the whole start; each attempt gets a share of it
         # (the connection's own per-attempt bound), so a frozen member costs a fraction.
-        self._connection = Connection(
-            hosts,
-            session_timeout=session_timeout,
-            tick_time=lease_timing.tick_time,
-            clock_drift=lease_timing.clock_drift,
-            ssl=ssl,
-            auth=auth,
-            sasl=sasl,
-        )
+        self._connection = security.connection(options)
         self._connection.thread_writes = True  # callers write their own requests
         self._connection.meter = _requests_meter  # count requests once metrics are enabled
-        self._connect_timeout = connect_timeout
+        self._connect_timeout = options.connect_timeout
         self._loop = asyncio.new_event_loop()
         self._thread = background_thread(self._loop.run_forever, "zklocks-connection")
         self._closed = False

@@ -5,6 +5,7 @@ one operation at a time, under a plan of faults; check the lock invariants after
 step; print a failing seed with its plan so it replays exactly. See docs/simulation.md.
 """
 
+from zklocks._frontend.options import ClientOptions
 from zklocks.sim.async_session import AsyncSimSession, async_session_factory
 from zklocks.sim.faults import (
     DelayWatch,
@@ -45,6 +46,7 @@ __all__ = [
     "FAMILIES",
     "KNOWN_ISSUES",
     "AsyncSimSession",
+    "ClientOptions",
     "ClientWatches",
     "DelayWatch",
     "DeleteNode",

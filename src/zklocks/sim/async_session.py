@@ -19,7 +19,7 @@ from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
 from zklocks._core.ops import Reply, Request
-from zklocks._core.validate import LeaseTiming
+from zklocks._frontend.options import ClientOptions
 from zklocks._vocabulary import SessionListener, SessionState, Watcher, WatchEvent
 from zklocks.sim.session import SimServer, SimSession
 
@@ -105,15 +105,13 @@ def async_session_factory(server: SimServer) -> Callable[..., AsyncSimSession]:
     """What ``AsyncClient(hosts, session_factory=...)`` calls to make a session on
     ``server``."""
 
-    def make(
-        hosts: str,
-        *,
-        session_timeout: float,
-        connect_timeout: float,
-        lease_timing: LeaseTiming | None = None,  # one simulated server times its sessions
-    ) -> AsyncSimSession:
+    def make(options: ClientOptions) -> AsyncSimSession:
         return AsyncSimSession(
-            SimSession(server, session_timeout=session_timeout, connect_timeout=connect_timeout)
+            SimSession(
+                server,
+                session_timeout=options.session_timeout,
+                connect_timeout=options.connect_timeout,
+            )
         )
 
     return make

@@ -29,7 +29,7 @@ from typing import TypeVar, cast
 
 from zklocks._core.ops import TIMED_OUT, Created, Exists, GetData, NodeData, Reply, Request
 from zklocks._core.threads import background_thread
-from zklocks._core.validate import LeaseTiming
+from zklocks._frontend.options import ClientOptions
 from zklocks._protocol.errors import (
     ClientClosedError,
     NodeExistsError,
@@ -476,13 +476,12 @@ class SimSession:
 def session_factory(server: SimServer) -> SessionFactory:
     """What ``Client(hosts, session_factory=...)`` calls to make a session on ``server``."""
 
-    def make(
-        hosts: str,
-        *,
-        session_timeout: float,
-        connect_timeout: float,
-        lease_timing: LeaseTiming | None = None,  # one simulated server times its sessions
-    ) -> SimSession:
-        return SimSession(server, session_timeout=session_timeout, connect_timeout=connect_timeout)
+    def make(options: ClientOptions) -> SimSession:
+        # (the hosts and the lease timing are ignored: one simulated server times its sessions)
+        return SimSession(
+            server,
+            session_timeout=options.session_timeout,
+            connect_timeout=options.connect_timeout,
+        )
 
     return make
