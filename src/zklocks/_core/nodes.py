@@ -30,8 +30,8 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import re
-import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -71,7 +71,7 @@ class NodeName:
 
 def new_attempt() -> str:
     """A fresh per-attempt token."""
-    return uuid.uuid4().hex
+    return os.urandom(16).hex()  # uuid4().hex without the UUID object: a third of the cost
 
 
 def sequential_prefix(kind: str, attempt: str, permits: int | None = None) -> str:
