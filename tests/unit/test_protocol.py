@@ -45,7 +45,7 @@ from zklocks._protocol.records import (
     Sync,
     digest_acl,
 )
-from zklocks._protocol.session import Established, Expired, Notification, Reply, Session
+from zklocks._protocol.session import Established, Expired, Notification, Session, WireReply
 
 DATA = json.loads((Path(__file__).parent / "data" / "captured.json").read_text())
 CAPTURED: dict[str, dict[str, Any]] = {case["name"]: case for case in DATA["cases"]}
@@ -327,7 +327,7 @@ def test_reply_decodes(row: Row) -> None:
     for reply in replies:
         events.extend(session.receive(reply))
     reply = events[-1]
-    assert isinstance(reply, Reply)
+    assert isinstance(reply, WireReply)
     assert reply.token == "token"
     assert reply.ok is row.ok
     row.check(reply.value, header(replies[-1]))
@@ -386,10 +386,10 @@ def test_ping_and_auth_replies() -> None:
     session = connected_session()
     assert session.ping("p") == sent("ping")
     (event,) = session.receive(frames("ping")[0])
-    assert isinstance(event, Reply) and event.token == "p" and event.ok
+    assert isinstance(event, WireReply) and event.token == "p" and event.ok
     assert session.add_auth("digest", b"alice:secret", "a") == sent("auth_digest")
     (event,) = session.receive(frames("auth_digest")[0])
-    assert isinstance(event, Reply) and event.token == "a" and event.ok
+    assert isinstance(event, WireReply) and event.token == "a" and event.ok
     assert session.auth == [("digest", b"alice:secret")]
 
 
@@ -398,7 +398,7 @@ def test_auth_failure_reply() -> None:
     session.add_auth("nosuchscheme", b"x", "a")
     frame = struct.pack(">iiqi", 16, -4, 0, AuthFailedError.code)
     (event,) = session.receive(frame)
-    assert isinstance(event, Reply) and not event.ok and type(event.value) is AuthFailedError
+    assert isinstance(event, WireReply) and not event.ok and type(event.value) is AuthFailedError
 
 
 def test_notifications_are_routed_to_watchers() -> None:
@@ -430,7 +430,7 @@ def test_notifications_ahead_of_a_reply() -> None:
     session._xid = header(frames("set_data")[-1])[0] - 1
     session.request(SetData(BASE, b"world", 0), "t")
     events = session.receive(b"".join(frames("set_data")))
-    assert [type(e) for e in events] == [Notification, Reply]
+    assert [type(e) for e in events] == [Notification, WireReply]
     assert events[0].watchers == [calls.append]
 
 
@@ -446,7 +446,7 @@ def test_set_watches_requests_match_capture() -> None:
     assert set_watches == sent("set_watches2")
     assert struct.unpack_from(">ii", set_watches, 4) == (-8, OpCode.SET_WATCHES2)
     events = session.receive(b"".join(frames("set_watches2")))
-    assert [type(e) for e in events] == [Notification, Reply]  # the child watch fired at once
+    assert [type(e) for e in events] == [Notification, WireReply]  # the child watch fired at once
     assert events[0].event_type == EventType.CHILD and events[0].watchers == [noop]
     session.receive(frames("auth_again")[0])
     assert session.in_flight == 0
@@ -462,7 +462,7 @@ def test_plain_set_watches_without_persistent_watches() -> None:
     created, done = session.receive(b"".join(frames("set_watches")))
     assert isinstance(created, Notification) and created.event_type == EventType.CREATED
     assert created.watchers == [noop]
-    assert isinstance(done, Reply) and done.ok
+    assert isinstance(done, WireReply) and done.ok
 
 
 def test_close_session_reply_after_ephemeral_deletions() -> None:
@@ -473,7 +473,7 @@ def test_close_session_reply_after_ephemeral_deletions() -> None:
     session._xid = close_xid - 1
     assert session.close_session("close") == sent("close_session")
     events = session.receive(b"".join(frames("close_session")))
-    assert [type(e) for e in events] == [Notification, Notification, Reply]
+    assert [type(e) for e in events] == [Notification, Notification, WireReply]
     assert [(e.event_type, e.path) for e in events[:2]] == [
         (EventType.DELETED, BASE + "/eph"),
         (EventType.DELETED, BASE + "/seq-0000000001"),
@@ -490,7 +490,7 @@ def test_replies_fed_in_any_chunks(chunk: int) -> None:
     events: list[Any] = []
     for start in range(0, len(stream), chunk):
         events.extend(session.receive(stream[start : start + chunk]))
-    assert [type(e) for e in events] == [Notification, Notification, Reply]
+    assert [type(e) for e in events] == [Notification, Notification, WireReply]
 
 
 def test_pipelined_replies_in_one_read() -> None:

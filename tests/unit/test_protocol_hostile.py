@@ -6,7 +6,7 @@ Two promises, checked on hand-made frames and then by Hypothesis on any bytes:
   ``MarshallingError``): never ``UnicodeDecodeError``, ``struct.error`` or another
   stray exception into the connection's event loop.
 * After ``disconnect()`` every request sent is accounted for exactly once: answered by a
-  ``Reply`` (returned, or carried by the error as ``events``) or handed back by
+  ``WireReply`` (returned, or carried by the error as ``events``) or handed back by
   ``disconnect()`` so the connection fails it with ``ConnectionLossError``.
 """
 
@@ -36,8 +36,8 @@ from zklocks._protocol.session import (
     Event,
     Notification,
     ReceiveError,
-    Reply,
     Session,
+    WireReply,
 )
 
 INT = struct.Struct(">i")
@@ -76,7 +76,7 @@ def feed(session: Session, data: bytes) -> tuple[list[Event], ReceiveError | Non
 
 
 def answered(events: list[Event]) -> list[Any]:
-    return [event.token for event in events if isinstance(event, Reply)]
+    return [event.token for event in events if isinstance(event, WireReply)]
 
 
 # -- the defects, one frame each ---------------------------------------------------------
@@ -214,7 +214,7 @@ def test_any_bytes_give_events_or_the_sessions_error_and_no_request_is_lost(
     for chunk in chunks:
         events, error = feed(session, chunk)  # anything but ReceiveError fails the test
         seen.extend(answered(events))
-        assert all(isinstance(e, Reply | Notification | Established) for e in events)
+        assert all(isinstance(e, WireReply | Notification | Established) for e in events)
         if error is not None:
             break
     seen.extend(session.disconnect())

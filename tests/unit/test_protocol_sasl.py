@@ -12,7 +12,7 @@ from zklocks._protocol.constants import OpCode
 from zklocks._protocol.errors import AuthFailedError, SessionClosedRequireSaslAuthError
 from zklocks._protocol.jute import INT, REPLY_HEADER
 from zklocks._protocol.records import GetSASLRequest, Id, SetSASLResponse
-from zklocks._protocol.session import Reply, Session
+from zklocks._protocol.session import Session, WireReply
 from zklocks._transport.sasl import SASL, login_of, plain_packets, with_login
 
 # The opening step: xid 1, opcode sasl (102), an empty token.
@@ -52,7 +52,7 @@ def test_the_challenge_reply_decodes_to_the_servers_token() -> None:
     session = connected_session()
     session.request(GetSASLRequest(b""), "step")
     (reply,) = session.receive(CAPTURED_CHALLENGE_REPLY)
-    assert isinstance(reply, Reply) and reply.ok and reply.token == "step"
+    assert isinstance(reply, WireReply) and reply.ok and reply.token == "step"
     assert reply.value == SetSASLResponse(CHALLENGE)
     assert session.in_flight == 0
 
@@ -65,14 +65,14 @@ def test_a_refused_step_is_a_failed_reply(code: int, error: type[Exception]) -> 
     session.request(GetSASLRequest(b"response"), "step")
     header = INT.pack(16) + REPLY_HEADER.pack(1, 0, code)
     (reply,) = session.receive(header)
-    assert isinstance(reply, Reply) and not reply.ok and isinstance(reply.value, error)
+    assert isinstance(reply, WireReply) and not reply.ok and isinstance(reply.value, error)
 
 
 def test_an_enforcing_servers_refused_ping_is_a_failed_reply() -> None:
     session = connected_session()
     session.ping("ping")
     (reply,) = session.receive(CAPTURED_REFUSED_PING)
-    assert isinstance(reply, Reply) and reply.token == "ping" and not reply.ok
+    assert isinstance(reply, WireReply) and reply.token == "ping" and not reply.ok
     assert isinstance(reply.value, SessionClosedRequireSaslAuthError)
 
 

@@ -16,7 +16,7 @@ zxid seen, the client's watch table and the auth credentials. Each TCP connectio
    * ``Expired``      the handshake was answered with timeout 0: the server no longer
      knows our session. The session has already been forgotten (the next ``connect()``
      asks for a new one) and the event lists every (path, watcher) to notify.
-   * ``Reply``        the answer to a request: ``token`` is whatever the caller passed
+   * ``WireReply``    the answer to a request: ``token`` is whatever the caller passed
      when it built the request, ``ok`` says whether ``value`` is the reply or a
      ``ZooKeeperError``. Watches the answer establishes are already registered.
    * ``Notification`` a watch fired; ``watchers`` are the callers it is for.
@@ -78,8 +78,8 @@ __all__ = [
     "Expired",
     "Notification",
     "ReceiveError",
-    "Reply",
     "Session",
+    "WireReply",
 ]
 
 _NO_NODE = NoNodeError.code
@@ -121,7 +121,7 @@ class Expired:
         return f"Expired(session_id={self.session_id:#x}, watchers={len(self.watchers)})"
 
 
-class Reply:
+class WireReply:
     """The answer to one request: ``value`` is the reply, or a ``ZooKeeperError`` if not ok.
 
     ``through_leader`` is true for a successful sync or write: on an ensemble the member
@@ -139,7 +139,7 @@ class Reply:
         self.through_leader = through_leader
 
     def __repr__(self) -> str:
-        return f"Reply(token={self.token!r}, ok={self.ok}, value={self.value!r})"
+        return f"WireReply(token={self.token!r}, ok={self.ok}, value={self.value!r})"
 
 
 class Notification:
@@ -157,7 +157,7 @@ class Notification:
         return f"Notification({self.event_type!r}, {self.path!r}, watchers={len(self.watchers)})"
 
 
-Event = Established | Expired | Reply | Notification
+Event = Established | Expired | WireReply | Notification
 
 
 class ReceiveError(MarshallingError):
@@ -329,7 +329,7 @@ class Session:
         *,
         chroot: str | None = None,
     ) -> bytes:
-        """Encode ``request`` as the next numbered request; its ``Reply`` will carry ``token``.
+        """Encode ``request`` as the next numbered request; its ``WireReply`` will carry ``token``.
 
         ``chroot`` replaces the session's for this request (``""``: a server path, e.g.
         ``/zookeeper/config``).
@@ -470,27 +470,27 @@ class Session:
             if not self._pings:
                 raise MarshallingError("ping reply without a ping")
             if err:  # an enforcing server refuses even pings from a session without login
-                return Reply(self._pings.popleft(), False, error_for_code(err))
-            return Reply(self._pings.popleft(), True, None)
+                return WireReply(self._pings.popleft(), False, error_for_code(err))
+            return WireReply(self._pings.popleft(), True, None)
         if xid == Xid.AUTH:
             if not self._auths:
                 raise MarshallingError("auth reply without an auth packet")
             token, credential = self._auths.popleft()
             if err:
-                return Reply(token, False, AuthFailedError())
+                return WireReply(token, False, AuthFailedError())
             if credential is not None and credential not in self.auth:
                 self.auth.append(credential)
-            return Reply(token, True, None)
+            return WireReply(token, True, None)
         if xid == Xid.SET_WATCHES:
             if not self._set_watches:
                 raise MarshallingError("setWatches reply without a setWatches request")
             token = self._set_watches.popleft()
             if err:
-                return Reply(token, False, error_for_code(err))
-            return Reply(token, True, None)
+                return WireReply(token, False, error_for_code(err))
+            return WireReply(token, True, None)
         raise MarshallingError(f"reply with unknown xid {xid}")
 
-    def _on_reply(self, xid: int, err: int, frame: memoryview) -> Reply:
+    def _on_reply(self, xid: int, err: int, frame: memoryview) -> WireReply:
         pending = self._pending
         if not pending or pending[0].xid != xid:
             expected = pending[0].xid if pending else None
@@ -502,8 +502,8 @@ class Session:
                 # exists: absence is an answer, and the server has set an exist watch.
                 if p.watcher is not None and p.nonode_watch is not None:
                     self.watches.add(p.nonode_watch, p.path or "/", p.watcher)
-                return Reply(p.token, True, None)
-            return Reply(p.token, False, error_for_code(err, path=p.path))
+                return WireReply(p.token, True, None)
+            return WireReply(p.token, False, error_for_code(err, path=p.path))
         # Decoded before it leaves the FIFO: a reply that cannot be read leaves the
         # request in flight, and disconnect() hands it back to be failed.
         value = p.decode(frame, 16, self.chroot)
@@ -512,10 +512,10 @@ class Session:
             return self._multi_reply(p.token, value)
         if p.watcher is not None and p.ok_watch is not None:
             self.watches.add(p.ok_watch, p.path or "/", p.watcher)
-        return Reply(p.token, True, value, p.through_leader)
+        return WireReply(p.token, True, value, p.through_leader)
 
     @staticmethod
-    def _multi_reply(token: Any, results: list[Any]) -> Reply:
+    def _multi_reply(token: Any, results: list[Any]) -> WireReply:
         # A failed multi is answered with err 0 in the header and an error per op: 0
         # (rolled back) before the op that failed, its code, then -2 after it.
         failed: ZooKeeperError | None = None
@@ -526,6 +526,6 @@ class Session:
                     break
                 failed = failed or result
         if failed is None:
-            return Reply(token, True, results, True)
+            return WireReply(token, True, results, True)
         failed.results = results
-        return Reply(token, False, failed)
+        return WireReply(token, False, failed)

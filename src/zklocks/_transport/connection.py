@@ -82,8 +82,8 @@ from zklocks._protocol.session import (
     Expired,
     Notification,
     ReceiveError,
-    Reply,
     Session,
+    WireReply,
 )
 from zklocks._transport import forks as _forks
 from zklocks._transport import lease_rule as _lease_rule
@@ -396,7 +396,7 @@ class Connection:
             # rest are failed with ConnectionLossError when the connection is lost.
             events = exc.events if isinstance(exc, ReceiveError) else []
         for event in events:
-            if type(event) is Reply:
+            if type(event) is WireReply:
                 future, sent = event.token
                 self._proofs.answered(sent, self._liveness.last_recv, event.through_leader)
                 if not event.ok and isinstance(event.value, SessionClosedRequireSaslAuthError):

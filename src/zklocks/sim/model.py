@@ -120,35 +120,9 @@ class Node:
             pzxid=self.pzxid,
         )
 
-    def full_stat(self) -> FullStat:
-        return FullStat(
-            czxid=self.czxid,
-            mzxid=self.mzxid,
-            pzxid=self.pzxid,
-            ctime_ms=self.ctime_ms,
-            mtime_ms=self.mtime_ms,
-            version=self.version,
-            cversion=self.reported_cversion,
-            ephemeral_owner=self.ephemeral_owner,
-            num_children=len(self.children),
-            data_length=len(self.data),
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class FullStat:
-    """Every stat field the model keeps, for ``SimSession`` (replies carry them as a ``Stat``)."""
-
-    czxid: int
-    mzxid: int
-    pzxid: int
-    ctime_ms: int
-    mtime_ms: int
-    version: int
-    cversion: int
-    ephemeral_owner: int
-    num_children: int
-    data_length: int
+    def full_stat(self) -> Stat:
+        """Every stat field the model keeps (for ``SimSession``): the same ``Stat``."""
+        return self.stat()
 
 
 @dataclass(slots=True)

@@ -27,7 +27,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar, cast
 
-from zklocks._core.ops import TIMED_OUT, Created, Exists, GetData, NodeData, Reply, Request
+from zklocks._core.ops import (
+    TIMED_OUT,
+    Created,
+    Exists,
+    GetData,
+    NodeData,
+    Reply,
+    Request,
+    Stat,
+)
 from zklocks._core.threads import background_thread
 from zklocks._frontend.options import ClientOptions
 from zklocks._protocol.errors import (
@@ -45,7 +54,7 @@ from zklocks._vocabulary import (
     WatchEvent,
     WatchKind,
 )
-from zklocks.sim.model import ClientWatches, FullStat, Model
+from zklocks.sim.model import ClientWatches, Model
 
 SessionFactory = Callable[..., "SimSession"]
 T = TypeVar("T")
@@ -57,7 +66,7 @@ class NodeInfo:
 
     path: str
     data: bytes
-    stat: FullStat
+    stat: Stat
 
 
 class SimServer:
@@ -216,14 +225,14 @@ class Inspector:
             raise reply
         return reply
 
-    def exists(self, path: str) -> FullStat | None:
+    def exists(self, path: str) -> Stat | None:
         node = self._server.node(path)
         return None if node is None else node.stat
 
     def get_children(self, path: str) -> list[str]:
         return cast(list[str], self._do(lambda s: self._server.model.get_children(s, path)))
 
-    def get(self, path: str) -> tuple[bytes, FullStat]:
+    def get(self, path: str) -> tuple[bytes, Stat]:
         self._do(lambda s: self._server.model.get_data(s, path))
         node = self._server.node(path)
         assert node is not None
