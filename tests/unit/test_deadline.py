@@ -9,10 +9,11 @@ from collections.abc import Callable
 import pytest
 
 import zklocks
+from helpers import run_scenario
 from zklocks._core.deadline import NEVER, Deadline
 from zklocks._core.errors import InvalidArgument
 from zklocks._core.validate import FOREVER
-from zklocks.sim import SimServer, session_factory
+from zklocks.sim import SimServer, async_session_factory, session_factory
 
 
 class FakeClock:
@@ -160,3 +161,31 @@ def test_a_wait_for_change_ends_on_the_clock_of_its_session() -> None:
         assert lock.wait_for_change(timeout=TIMEOUT) is False  # nobody came or went
         took = time.monotonic() - began
         assert TIMEOUT <= took < TIMEOUT + 5, took
+
+
+def test_an_async_acquire_and_wait_time_out_on_the_clock_of_their_session() -> None:
+    """The asyncio driver reads the session's clock too (it read time.monotonic: an op's
+    deadline, made on the session's clock, had then passed at once or never came)."""
+    server = SimServer(clock=_far_clock)
+    factory = async_session_factory(server)
+
+    async def scenario() -> None:
+        async with (
+            zklocks.AsyncClient("sim:a", session_factory=factory) as holder,
+            zklocks.AsyncClient("sim:a", session_factory=factory) as client,
+        ):
+            await holder.lock("/deadline/async").acquire()
+            lock = client.lock("/deadline/async")
+            for call in (
+                lambda: lock.acquire(timeout=TIMEOUT),
+                lambda: lock.wait_for_change(timeout=TIMEOUT),
+            ):
+                began = time.monotonic()
+                try:
+                    outcome = await call()
+                except zklocks.LockTimeout:
+                    outcome = False
+                took = time.monotonic() - began
+                assert outcome is False and TIMEOUT <= took < TIMEOUT + 5, (outcome, took)
+
+    run_scenario(scenario)

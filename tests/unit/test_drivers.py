@@ -208,6 +208,7 @@ class AsyncHeldSession:
         self.deleted: list[str] = []
         self.apart: list[asyncio.Task[Any]] = []
         self.started = asyncio.Event()  # a cleanup is running apart
+        self.facts = TableSession().facts  # the same facts: the monotonic clock
 
     async def call(
         self, requests: Sequence[Request], deadline: float | None, watcher: Watcher | None = None

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 from zklocks._asyncio.carrier import AsyncCarrier
@@ -53,14 +54,15 @@ async def run(flow: Flow | Operation[Any], session: AsyncCarrier | None = None) 
 
 async def execute(op: ops.Op, session: AsyncCarrier, inbox: Inbox) -> ops.Reply:
     """One operation's reply."""
-    early = ops.too_late(op, time.monotonic())
+    clock = session.facts.clock  # the clock the operations made their deadlines on
+    early = ops.too_late(op, clock())
     if early is not None:
         return early
     if isinstance(op, ops.Pipeline):
         watcher = inbox.put if op.watch else None
         return tuple(await session.call(op.requests, op.deadline, watcher))
     if isinstance(op, ops.Wait):
-        return await inbox.take(op.deadline)
+        return await inbox.take(op.deadline, clock)
     if isinstance(op, ops.SessionId):
         return session.session_id()
     if isinstance(op, ops.Cleanup):
@@ -71,7 +73,7 @@ async def execute(op: ops.Op, session: AsyncCarrier, inbox: Inbox) -> ops.Reply:
 async def clean_up(op: ops.Cleanup, session: AsyncCarrier) -> ops.Reply:
     """Run the cleanup steps apart from the caller; await them until ``op.deadline``."""
     task = session.in_background(run(op.steps, session))
-    remaining = Deadline(op.deadline).remaining()
+    remaining = Deadline(op.deadline, session.facts.clock).remaining()
     finished, _ = await asyncio.wait((task,), timeout=remaining)
     if finished:
         task.result()  # what the steps raised goes into the flow, as if run in it
@@ -102,12 +104,15 @@ class Inbox:
         if self._ready is not None:
             self._ready.set()
 
-    async def take(self, deadline: float | None) -> tuple[WatchEvent, ...] | ops.Wake:
-        """The events that fired since the last take, waiting for one until ``deadline``."""
+    async def take(
+        self, deadline: float | None, clock: Callable[[], float] = time.monotonic
+    ) -> tuple[WatchEvent, ...] | ops.Wake:
+        """The events that fired since the last take, waiting for one until ``deadline``
+        on ``clock`` (the session's)."""
         if not self._events:
             ready = self._ready = self._ready or asyncio.Event()
             ready.clear()
-            until = Deadline(deadline)
+            until = Deadline(deadline, clock)
             if until.passed():
                 return ops.TIMED_OUT
             try:
