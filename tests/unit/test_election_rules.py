@@ -80,8 +80,6 @@ def test_multi_lock_refuses_bad_parts() -> None:
         _multilock.check_parts([Part("/a", "lock"), "/b"], Part)
     with pytest.raises(InvalidArgument, match="list of locks"):
         _multilock.check_parts("/a", Part)
-    assert _multilock.remaining(None, 5.0) is None
-    assert _multilock.remaining(4.0, 5.0) == 0.0
 
 
 def test_one_lost_part_marks_every_part_lost_once() -> None:

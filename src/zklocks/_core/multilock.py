@@ -69,11 +69,6 @@ def global_order(parts: Sequence[P]) -> list[int]:
     return sorted(range(len(parts)), key=lambda i: (parts[i].path, parts[i].kind))
 
 
-def remaining(deadline: float | None, now: float) -> float | None:
-    """What is left of the one deadline for the next lock (never negative)."""
-    return None if deadline is None else max(0.0, deadline - now)
-
-
 def share_fate(leases: Sequence[LeaseBase]) -> None:
     """When one lease is lost, mark every other lost too (callbacks run once each)."""
 
