@@ -47,3 +47,25 @@ def assert_outsider_refused(outsider: KazooClient, path: str, nodes: list[str]) 
             outsider.create(forged + "0000000000", b"", **kwargs)
     with pytest.raises(NoAuthError):
         outsider.delete(path, recursive=True)
+
+
+def assert_shared_in_fifo_order(
+    clients: list[zklocks.Client], path: str, kazoo: KazooClient
+) -> None:
+    """Clients of one identity queue on ``path`` one after another (``kazoo`` sees the
+    line grow) and are granted in that order, with rising fencing tokens."""
+    order: list[str] = []
+    holders = [Holder(client.lock(path), order) for client in clients]
+    for index, holder in enumerate(holders):
+        holder.name = f"client-{index}"
+        holder.start()
+        wait_for_children(kazoo, path, index + 1)  # queue in a known order
+    tokens = []
+    for holder in holders:
+        assert holder.granted.wait(15)
+        assert holder.lease is not None
+        tokens.append(holder.lease.token)
+        holder.release_now.set()
+        holder.join(15)
+    assert order == [holder.name for holder in holders]
+    assert tokens == sorted(tokens) and len(set(tokens)) == len(holders)

@@ -6,22 +6,19 @@ from __future__ import annotations
 import os
 import pty
 import subprocess
-import sys
 import threading
 import time
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from kazoo.client import KazooClient
 from test_cli_run import wait_for_children
+from test_cli_run import zklocks as zklocks_command
 
 import zklocks
-from helpers import ctrl_c_restored
 from zklocks.server import ZooKeeperServer
 
-ZKLOCKS = str(Path(sys.executable).with_name("zklocks"))
 WAIT = 30.0
 
 
@@ -37,17 +34,9 @@ def client(zk_server: ZooKeeperServer) -> Iterator[zklocks.Client]:
 
 
 def start(hosts: str, *args: str, **kwargs: object) -> subprocess.Popen[str]:
-    env = {**os.environ, "ZKLOCKS_HOSTS": hosts}
+    """``zklocks *args`` as ``test_cli_run`` starts it, reading nothing from our stdin."""
     kwargs.setdefault("stdin", subprocess.DEVNULL)
-    with ctrl_c_restored():
-        return subprocess.Popen(  # type: ignore[call-overload, no-any-return]
-            [ZKLOCKS, *args],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env,
-            **kwargs,
-        )
+    return zklocks_command(hosts, *args, **kwargs)
 
 
 def zklocks_cli(hosts: str, *args: str) -> subprocess.CompletedProcess[str]:

@@ -20,7 +20,12 @@ from kazoo.client import KazooClient
 from kazoo.security import ACL, Id
 
 import zklocks
-from acl_support import Holder, assert_outsider_refused, wait_for_children
+from acl_support import (
+    Holder,
+    assert_outsider_refused,
+    assert_shared_in_fifo_order,
+    wait_for_children,
+)
 from zklocks.server import ZooKeeperServer
 
 ALICE_SECRET = "alice-Pa55-s3cret"
@@ -151,21 +156,7 @@ def test_the_same_user_shares_the_lock_in_fifo_order(
         zklocks.Client(enforcing.hosts, sasl=alice_login(), acl="creator").start() for _ in range(3)
     ]
     try:
-        order: list[str] = []
-        holders = [Holder(client.lock(path), order) for client in clients]
-        for index, holder in enumerate(holders):
-            holder.name = f"client-{index}"
-            holder.start()
-            wait_for_children(alice_kazoo, path, index + 1)
-        tokens = []
-        for holder in holders:
-            assert holder.granted.wait(15)
-            assert holder.lease is not None
-            tokens.append(holder.lease.token)
-            holder.release_now.set()
-            holder.join(15)
-        assert order == ["client-0", "client-1", "client-2"]
-        assert tokens == sorted(tokens) and len(set(tokens)) == 3
+        assert_shared_in_fifo_order(clients, path, alice_kazoo)
     finally:
         for client in clients:
             client.stop()

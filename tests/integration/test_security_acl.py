@@ -18,7 +18,12 @@ from kazoo.exceptions import NoAuthError
 from kazoo.security import make_digest_acl
 
 import zklocks
-from acl_support import Holder, assert_outsider_refused, wait_for_children
+from acl_support import (
+    Holder,
+    assert_outsider_refused,
+    assert_shared_in_fifo_order,
+    wait_for_children,
+)
 from zklocks.server import ZooKeeperServer
 
 SECRET = "alice-s3cret"
@@ -106,21 +111,7 @@ def test_same_credentials_share_the_lock_as_before_fifo_fencing_and_loss(
         zklocks.Client(zk_server.hosts, auth=[ALICE], acl="creator").start() for _ in range(3)
     ]
     try:
-        order: list[str] = []
-        holders = [Holder(client.lock(path), order) for client in clients]
-        for index, holder in enumerate(holders):
-            holder.name = f"client-{index}"
-            holder.start()
-            wait_for_children(alice_kazoo, path, index + 1)  # queue in a known order
-        tokens = []
-        for holder in holders:
-            assert holder.granted.wait(15)
-            assert holder.lease is not None
-            tokens.append(holder.lease.token)
-            holder.release_now.set()
-            holder.join(15)
-        assert order == ["client-0", "client-1", "client-2"]
-        assert tokens == sorted(tokens) and len(set(tokens)) == 3
+        assert_shared_in_fifo_order(clients, path, alice_kazoo)
         # loss notice: someone with the same credentials deletes the holder's node
         lease = clients[0].lock(path).acquire(timeout=10)
         alice_kazoo.delete(lease.node)
