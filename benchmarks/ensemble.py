@@ -33,7 +33,7 @@ from types import TracebackType
 from typing import Any
 
 from benchmarks.proxy import ProxyProcess
-from benchmarks.scenarios import Bench, rounds_order
+from benchmarks.scenarios import Bench, cycle_round, rounds_order
 from benchmarks.stats import median, percentile
 from benchmarks.wire import EPHEMERAL, RawClient, ZkWireError
 
@@ -271,13 +271,7 @@ def _uncontended(bench: Bench, links: DelayedEnsemble, rtt: float) -> dict[str, 
                 )
                 samples = res["samples"]
                 record["rounds"].append(
-                    {
-                        "member": member,
-                        "median": median(samples),
-                        "p99": percentile(samples, 99),
-                        "requests": requests / len(samples),
-                        "cpu": res["cpu"] / len(samples),
-                    }
+                    {"member": member, **cycle_round(samples, requests, res["cpu"])}
                 )
         bench.log(
             f"  {rtt_key(rtt)} ms uncontended round {r + 1}/{p.ens_rounds} (member {member}): "

@@ -283,14 +283,7 @@ class Bench:
                     samples = res["samples"]
                     record["samples"].extend(samples)
                     record["transport"] = res["transport"]
-                    record["rounds"].append(
-                        {
-                            "median": median(samples),
-                            "p99": percentile(samples, 99),
-                            "requests": requests / len(samples),
-                            "cpu": res["cpu"] / len(samples),
-                        }
-                    )
+                    record["rounds"].append(cycle_round(samples, requests, res["cpu"]))
             self.log(
                 f"  round {r + 1}/{p.rounds}: "
                 + ", ".join(
@@ -891,6 +884,17 @@ def contention_figures(
         "total": total_all,
         "reads": kinds.get(0, 0),
         "writes": kinds.get(1, 0),
+    }
+
+
+def cycle_round(samples: list[float], requests: float, cpu: float) -> dict[str, float]:
+    """One round of timed cycles: median and p99 seconds, server requests and client CPU
+    per cycle (the uncontended scenario's record; the ensemble's adds its member)."""
+    return {
+        "median": median(samples),
+        "p99": percentile(samples, 99),
+        "requests": requests / len(samples),
+        "cpu": cpu / len(samples),
     }
 
 
