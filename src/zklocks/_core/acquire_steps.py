@@ -47,6 +47,16 @@ Flow: TypeAlias = Generator[Op, Any, Any]
 T = TypeVar("T")
 
 CLEANUP_RETRIES = 2
+
+
+def out_of_retries(drops_in_a_row: int, deadline: float | None) -> bool:
+    """Should a read that lost its connection ``drops_in_a_row`` times stop trying?
+    Within an acquire (a ``deadline``) never: the deadline bounds it. In cleanup (none)
+    after ``CLEANUP_RETRIES``: a server that breaks every connection would otherwise keep
+    the caller for ever."""
+    return deadline is None and drops_in_a_row > CLEANUP_RETRIES
+
+
 """Cleanup requests wait for a connection as long as the session lives, and are sent
 again after a dropped connection; this many drops in a row mean a broken server."""
 

@@ -90,6 +90,7 @@ from zklocks._core.acquire_steps import (
     create_pipeline,
     delete_node,
     list_children,
+    out_of_retries,
     retry_of,
     shielded,
     unexpected,
@@ -283,7 +284,7 @@ def _find_own_node(
             raise LockTimeout(f"timed out waiting for a connection to lock {spec.path}")
         if isinstance(children, ConnectionLossError):
             losses += 1
-            if deadline is None and losses > CLEANUP_RETRIES:
+            if out_of_retries(losses, deadline):
                 return None
             continue
         if isinstance(children, SessionExpiredError | NoNodeError):
@@ -304,7 +305,7 @@ def _find_own_node(
             return Created(path, stat)
         if isinstance(stat, ConnectionLossError):
             losses += 1
-            if deadline is None and losses > CLEANUP_RETRIES:
+            if out_of_retries(losses, deadline):
                 return None
             continue
         yield from delete_node(path)  # left by an older session of ours: not ours to adopt

@@ -34,6 +34,7 @@ from zklocks._core.acquire_steps import (
     create_parents,
     create_pipeline,
     list_children,
+    out_of_retries,
     retry_of,
     unexpected,
 )
@@ -142,7 +143,7 @@ def _single_node_stat(
             raise LockTimeout(f"timed out waiting for a connection to lock {node}")
         if isinstance(reply, ConnectionLossError):
             losses += 1
-            if deadline is None and losses > CLEANUP_RETRIES:
+            if out_of_retries(losses, deadline):
                 return None
             continue
         if not isinstance(reply, NodeData):
