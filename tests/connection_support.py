@@ -16,7 +16,6 @@ from typing import Any
 from zklocks._protocol.constants import AddWatchMode
 from zklocks._protocol.errors import ClientClosedError
 from zklocks._protocol.records import (
-    ACL,
     OPEN_ACL_UNSAFE,
     AddWatch,
     Create,
@@ -31,6 +30,7 @@ from zklocks._protocol.records import (
     SetData,
     Stat,
     Sync,
+    WireACL,
 )
 from zklocks._transport import connection as _connection
 from zklocks._vocabulary import SessionState, Watcher, WatchEvent
@@ -50,7 +50,7 @@ class Connection(_connection.Connection):
         sequential: bool = False,
         container: bool = False,
         ttl: float | None = None,
-        acl: Sequence[ACL] = OPEN_ACL_UNSAFE,
+        acl: Sequence[WireACL] = OPEN_ACL_UNSAFE,
     ) -> Created:
         """Create a node; ``ttl`` (seconds) makes a TTL node. Returns path and stat."""
         if not acl:

@@ -22,13 +22,13 @@ from zklocks._core.ops import (
     Stat,
 )
 from zklocks._protocol.errors import NoAuthError, NoNodeError
-from zklocks._protocol.records import ACL, Id, digest_id
+from zklocks._protocol.records import Id, WireACL, digest_id
 
 CREDS = _security.credentials([("digest", "alice:pw")])
 POLICY = _security.acl_policy("creator", CREDS)
-OURS = NodeACL((ACL(31, digest_id("alice", "pw")),))
-OPEN = NodeACL((ACL(31, Id("world", "anyone")),))
-X509 = ACL(31, Id("x509", "CN=client"))
+OURS = NodeACL((WireACL(31, digest_id("alice", "pw")),))
+OPEN = NodeACL((WireACL(31, Id("world", "anyone")),))
+X509 = WireACL(31, Id("x509", "CN=client"))
 
 
 def test_with_an_acl_the_directory_is_read_in_the_same_round_trip() -> None:

@@ -23,7 +23,6 @@ from zklocks._protocol.errors import (
     known_codes,
 )
 from zklocks._protocol.records import (
-    ACL,
     OPEN_ACL_UNSAFE,
     AddWatch,
     Check,
@@ -31,6 +30,7 @@ from zklocks._protocol.records import (
     Exists,
     Multi,
     Sync,
+    WireACL,
     digest_id,
 )
 from zklocks._protocol.session import Established, Session
@@ -172,7 +172,7 @@ def test_create_flags_pick_the_mode_and_its_op(
         Create("/n", b"d"),
         Create("/n", b"d", ephemeral=False, sequential=True),
         Create("/n", ephemeral=False, container=True),
-        Create("/n", b"d", acl=(ACL(Perm.READ, digest_id("u", "p")),)),
+        Create("/n", b"d", acl=(WireACL(Perm.READ, digest_id("u", "p")),)),
         Create("/n", b"d", ephemeral=False, acl=OPEN_ACL_UNSAFE),
     ],
 )

@@ -14,8 +14,7 @@ from zklocks._core.steps import parent_creates
 from zklocks._protocol import codec
 from zklocks._protocol.constants import OpCode
 from zklocks._protocol.jute import write_string
-from zklocks._protocol.records import ACL as WireACL
-from zklocks._protocol.records import Id, digest_id
+from zklocks._protocol.records import Id, WireACL, digest_id
 from zklocks._transport import diagnose as _diagnose
 
 SECRET = "pa55:word"  # a ':' in a password is allowed (split on the first one)

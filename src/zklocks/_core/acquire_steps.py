@@ -41,7 +41,7 @@ from zklocks._protocol.errors import (
     SessionExpiredError,
     ZooKeeperError,
 )
-from zklocks._protocol.records import ACL
+from zklocks._protocol.records import WireACL
 
 Flow: TypeAlias = Generator[Op, Any, Any]
 T = TypeVar("T")
@@ -82,7 +82,7 @@ class AcquireSpec:
     layout: _layouts.Layout = _layouts.ZKLOCKS  # whose names, order and rules
 
     @property
-    def node_acl(self) -> tuple[ACL, ...]:
+    def node_acl(self) -> tuple[WireACL, ...]:
         return () if self.acl is None else self.acl.wire
 
     @property
@@ -189,7 +189,7 @@ def check_directory(
         raise AccessDenied(message, path=spec.path, operation="use")
 
 
-def _read_acl(spec: AcquireSpec, path: str, reply: Any) -> Generator[Op, Any, tuple[ACL, ...]]:
+def _read_acl(spec: AcquireSpec, path: str, reply: Any) -> Generator[Op, Any, tuple[WireACL, ...]]:
     while not isinstance(reply, NodeACL):  # None: not read yet
         if reply is TIMED_OUT:
             raise LockTimeout(f"timed out waiting for a connection to lock {spec.path}")

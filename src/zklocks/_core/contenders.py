@@ -19,7 +19,7 @@ from zklocks._core.errors import LockError
 from zklocks._core.flow import access_denied
 from zklocks._core.ops import GetACL, GetChildren, GetData, NodeACL, NodeData, Op, Pipeline
 from zklocks._protocol.errors import ConnectionLossError, NoAuthError, NoNodeError
-from zklocks._protocol.records import ACL
+from zklocks._protocol.records import WireACL
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +93,7 @@ def read_line(
         return read, holding
 
 
-def directory_acl(path: str) -> Generator[Op, Any, tuple[ACL, ...] | None]:
+def directory_acl(path: str) -> Generator[Op, Any, tuple[WireACL, ...] | None]:
     """The lock directory's ACL as stored (``None``: no such node), for ``status``."""
     while True:
         reply = yield GetACL(path)

@@ -27,7 +27,7 @@ business (``zklocks._core.steps``).
   holds a call past its deadline. Reply: ``None``. A driver with no caller to free (the
   simulator) runs them in place with ``inline_cleanups``.
 
-``Create`` carries ``acl``: the entries (``zklocks._protocol.records.ACL``) the new node
+``Create`` carries ``acl``: the entries (``zklocks._protocol.records.WireACL``) the new node
 gets; empty means ZooKeeper's open ACL (``world:anyone``, all permissions).
 
 Requests carry ``deadline``: an absolute instant on the *driver's* clock, or ``None``.
@@ -53,7 +53,6 @@ from typing import Any, TypeAlias, TypeVar
 
 from zklocks._protocol.errors import ZooKeeperError
 from zklocks._protocol.records import (
-    ACL,
     Create,
     Created,
     Delete,
@@ -66,11 +65,11 @@ from zklocks._protocol.records import (
     NodeACL,
     NodeData,
     Stat,
+    WireACL,
 )
 from zklocks._vocabulary import WatchEvent
 
 __all__ = [
-    "ACL",
     "TIMED_OUT",
     "Cleanup",
     "Create",
@@ -91,6 +90,7 @@ __all__ = [
     "Stat",
     "Wait",
     "Wake",
+    "WireACL",
     "inline_cleanups",
     "too_late",
 ]

@@ -25,8 +25,7 @@ from dataclasses import dataclass
 from zklocks._core.errors import InvalidArgument
 from zklocks._protocol.constants import Perm
 from zklocks._protocol.credential import Credential
-from zklocks._protocol.records import ACL as _WireACL
-from zklocks._protocol.records import Id
+from zklocks._protocol.records import Id, WireACL
 
 ALL = int(Perm.ALL)
 _PERM_LETTERS = (("c", Perm.CREATE), ("d", Perm.DELETE), ("r", Perm.READ), ("w", Perm.WRITE),
@@ -118,9 +117,9 @@ def acl_entries(acl: object, creds: Sequence[Credential]) -> tuple[ACL, ...]:
     return entries
 
 
-def wire_acl(entries: Sequence[ACL]) -> tuple[_WireACL, ...]:
+def wire_acl(entries: Sequence[ACL]) -> tuple[WireACL, ...]:
     """The entries as the protocol encodes them."""
-    return tuple(_WireACL(entry.perms, Id(entry.scheme, entry.id)) for entry in entries)
+    return tuple(WireACL(entry.perms, Id(entry.scheme, entry.id)) for entry in entries)
 
 
 def stored_acl(entries: Sequence[ACL], creds: Sequence[Credential]) -> tuple[ACL, ...]:
@@ -137,12 +136,12 @@ def stored_acl(entries: Sequence[ACL], creds: Sequence[Credential]) -> tuple[ACL
     return tuple(stored)
 
 
-def public_acl(entries: Iterable[_WireACL]) -> tuple[ACL, ...]:
+def public_acl(entries: Iterable[WireACL]) -> tuple[ACL, ...]:
     """Entries read from the server, as ``zklocks.ACL``."""
     return tuple(ACL(entry.id.scheme, entry.id.id, entry.perms) for entry in entries if entry.perms)
 
 
-def weaker_entries(existing: Sequence[_WireACL], allowed: Sequence[ACL]) -> list[ACL]:
+def weaker_entries(existing: Sequence[WireACL], allowed: Sequence[ACL]) -> list[ACL]:
     """Entries of ``existing`` that grant someone more than ``allowed`` does.
 
     An empty answer means the existing ACL gives nobody any permission the requested one
@@ -175,7 +174,7 @@ def show_id(scheme: str, ident: str) -> str:
     return f"{scheme}:{ident}"
 
 
-def describe(entries: Iterable[_WireACL | ACL]) -> str:
+def describe(entries: Iterable[WireACL | ACL]) -> str:
     """``world:anyone=cdrwa, digest:alice=cdrwa``; never a password hash."""
     parts = []
     for entry in entries:
@@ -203,7 +202,7 @@ class AclPolicy:
     """What a lock's creates send (``wire``) and what a directory may grant (``stored``)."""
 
     name: str  # how the user asked for it, for messages: 'creator' or the entries
-    wire: tuple[_WireACL, ...]
+    wire: tuple[WireACL, ...]
     stored: tuple[ACL, ...]
 
 
@@ -217,7 +216,7 @@ def acl_policy(acl: object, creds: Sequence[Credential]) -> AclPolicy | None:
 
 
 def weak_directory_message(
-    path: str, existing: Sequence[_WireACL], policy: AclPolicy, allowed: Sequence[ACL]
+    path: str, existing: Sequence[WireACL], policy: AclPolicy, allowed: Sequence[ACL]
 ) -> str:
     weaker = weaker_entries(existing, allowed)
     return (

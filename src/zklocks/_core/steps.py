@@ -46,7 +46,7 @@ from zklocks._protocol.errors import (
     SessionExpiredError,
     ZooKeeperError,
 )
-from zklocks._protocol.records import ACL, Id
+from zklocks._protocol.records import Id, WireACL
 from zklocks._vocabulary import WatchEvent, WatchKind
 
 __all__ = [
@@ -151,7 +151,7 @@ def await_children_change(path: str, deadline: float | None) -> Generator[Op, An
 
 def make_parents(
     path: str,
-    acl: tuple[ACL, ...],
+    acl: tuple[WireACL, ...],
     deadline: float | None,
     *,
     retry: bool = False,
@@ -172,7 +172,7 @@ def ancestors(path: str) -> list[str]:
 
 def parent_creates(
     path: str,
-    acl: tuple[ACL, ...] = (),
+    acl: tuple[WireACL, ...] = (),
     *,
     deadline: float | None = None,
     retry: bool = False,
@@ -200,7 +200,7 @@ def parent_creates(
     ]
 
 
-_CREATE_AND_READ = (ACL(Perm.CREATE | Perm.READ, Id("world", "anyone")),)
+_CREATE_AND_READ = (WireACL(Perm.CREATE | Perm.READ, Id("world", "anyone")),)
 
 
 def parents_reply(replies: Sequence[Reply]) -> Reply:

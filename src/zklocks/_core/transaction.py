@@ -63,7 +63,6 @@ from zklocks._protocol.errors import (
     ZooKeeperError,
 )
 from zklocks._protocol.records import (
-    ACL,
     Check,
     Create,
     Created,
@@ -72,6 +71,7 @@ from zklocks._protocol.records import (
     MultiOp,
     SetData,
     Stat,
+    WireACL,
 )
 
 TransactionResult: TypeAlias = str | Stat | None
@@ -85,7 +85,7 @@ _MAX_VERSION = 2**31 - 1  # a node's version is a signed 32-bit counter
 
 
 def create_op(
-    path: object, data: object, *, ephemeral: object, sequential: object, acl: tuple[ACL, ...]
+    path: object, data: object, *, ephemeral: object, sequential: object, acl: tuple[WireACL, ...]
 ) -> Create:
     """A checked create: persistent unless ``ephemeral``; the client's ACL."""
     # A sequential create may name its parent with a trailing "/" (ZooKeeper appends the

@@ -52,7 +52,6 @@ from zklocks._protocol.paths import (
     validate_path,
 )
 from zklocks._protocol.records import (
-    ACL,
     OPEN_ACL_UNSAFE,
     AddWatch,
     Check,
@@ -74,6 +73,7 @@ from zklocks._protocol.records import (
     SetSASLResponse,
     Stat,
     Sync,
+    WireACL,
 )
 
 Decoder: TypeAlias = Callable[[Buffer, int, str], Any]
@@ -83,7 +83,7 @@ Decoder: TypeAlias = Callable[[Buffer, int, str], Any]
 _OPEN_ACL_BYTES = INT.pack(1) + INT.pack(31) + write_string("world") + write_string("anyone")
 
 
-def _acl_bytes(acl: Sequence[ACL]) -> bytes:
+def _acl_bytes(acl: Sequence[WireACL]) -> bytes:
     if acl is OPEN_ACL_UNSAFE:
         return _OPEN_ACL_BYTES
     parts = [INT.pack(len(acl))]
@@ -108,7 +108,7 @@ _MODE_OPCODE: dict[int, int] = {int(mode): int(mode.opcode) for mode in CreateMo
 
 
 def encode_create(
-    path: str, data: bytes, mode: CreateMode, acl: Sequence[ACL], ttl_ms: int
+    path: str, data: bytes, mode: CreateMode, acl: Sequence[WireACL], ttl_ms: int
 ) -> tuple[int, bytes]:
     """(op code, body) of a create in any mode."""
     raw = path.encode("utf-8")
@@ -279,12 +279,12 @@ def decode_acl(buf: Buffer, offset: int, chroot: str) -> NodeACL:
     count, offset = read_int(buf, offset)
     if count < 0 or count > len(buf):
         raise JuteError(f"bad ACL count {count}")
-    entries: list[ACL] = []
+    entries: list[WireACL] = []
     for _ in range(count):
         perms, offset = read_int(buf, offset)
         scheme, offset = read_string(buf, offset)
         ident, offset = read_string(buf, offset)
-        entries.append(ACL(perms, Id(scheme or "", ident or "")))
+        entries.append(WireACL(perms, Id(scheme or "", ident or "")))
     return NodeACL(tuple(entries))
 
 

@@ -74,7 +74,7 @@ class NodeData:
 class NodeACL:
     """Reply to ``GetACL``: the node's entries as the server stores them."""
 
-    entries: tuple[ACL, ...]
+    entries: tuple[WireACL, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +103,7 @@ class Create:
     container: bool = False
     deadline: float | None = None
     retry: bool = False
-    acl: tuple[ACL, ...] = ()
+    acl: tuple[WireACL, ...] = ()
     ttl_ms: int = 0
 
     @property
@@ -277,16 +277,20 @@ class Id:
 
 
 @dataclass(frozen=True, slots=True)
-class ACL:
-    """One access-control entry: permission bits for an identity."""
+class WireACL:
+    """One access-control entry as the wire carries it: permission bits for an identity.
+
+    The public ``zklocks.ACL`` (scheme, id, perms) is turned into these by
+    ``zklocks._core.security``; the two names differ so that neither reads as the other.
+    """
 
     perms: int
     id: Id
 
 
-OPEN_ACL_UNSAFE: tuple[ACL, ...] = (ACL(Perm.ALL, Id("world", "anyone")),)
-READ_ACL_UNSAFE: tuple[ACL, ...] = (ACL(Perm.READ, Id("world", "anyone")),)
-CREATOR_ALL_ACL: tuple[ACL, ...] = (ACL(Perm.ALL, Id("auth", "")),)
+OPEN_ACL_UNSAFE: tuple[WireACL, ...] = (WireACL(Perm.ALL, Id("world", "anyone")),)
+READ_ACL_UNSAFE: tuple[WireACL, ...] = (WireACL(Perm.READ, Id("world", "anyone")),)
+CREATOR_ALL_ACL: tuple[WireACL, ...] = (WireACL(Perm.ALL, Id("auth", "")),)
 
 
 def digest_id(user: str, password: str) -> Id:
@@ -295,13 +299,12 @@ def digest_id(user: str, password: str) -> Id:
     return Id("digest", f"{user}:{base64.b64encode(digest).decode('ascii')}")
 
 
-def digest_acl(user: str, password: str, perms: int = Perm.ALL) -> ACL:
+def digest_acl(user: str, password: str, perms: int = Perm.ALL) -> WireACL:
     """An ACL entry granting ``perms`` to whoever authenticates as ``user:password``."""
-    return ACL(perms, digest_id(user, password))
+    return WireACL(perms, digest_id(user, password))
 
 
 __all__ = [
-    "ACL",
     "CREATOR_ALL_ACL",
     "OPEN_ACL_UNSAFE",
     "READ_ACL_UNSAFE",
@@ -326,6 +329,7 @@ __all__ = [
     "SetSASLResponse",
     "Stat",
     "Sync",
+    "WireACL",
     "digest_acl",
     "digest_id",
 ]
