@@ -15,6 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 import zklocks
+from helpers import run
 from zklocks.cli import COMMANDS, main
 from zklocks.server import ZooKeeperServer
 
@@ -174,7 +175,7 @@ def test_async_second_lock_object_that_would_wait_on_itself_is_refused(
             with pytest.raises(zklocks.AlreadyHeld):
                 await client.lock(path).acquire()
 
-    asyncio.run(asyncio.wait_for(scenario(), 60))
+    run(scenario())
 
 
 SEED = re.compile(r"(?<!random )(?<!--)\bseeds?\b", re.IGNORECASE)

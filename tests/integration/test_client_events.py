@@ -21,7 +21,7 @@ import pytest
 from nemesis.proxy import Proxy
 
 import zklocks
-from helpers import close_session, expire_session, session_credentials
+from helpers import close_session, expire_session, run, session_credentials
 from zklocks import ConnectionState
 from zklocks.server import ZooKeeperServer
 
@@ -188,7 +188,7 @@ def test_async_listener_hears_a_stall_and_the_recovery(zk_server: ZooKeeperServe
             ]
             assert set(loops) == {loop}
 
-    asyncio.run(asyncio.wait_for(scenario(), 60))
+    run(scenario())
 
 
 def test_async_listener_hears_an_expiry(zk_server: ZooKeeperServer) -> None:
@@ -217,7 +217,7 @@ def test_async_listener_hears_an_expiry(zk_server: ZooKeeperServer) -> None:
             ConnectionState.CLOSED,
         ]
 
-    asyncio.run(asyncio.wait_for(scenario(), 60))
+    run(scenario())
 
 
 # -- logs ---------------------------------------------------------------------------------
@@ -472,7 +472,7 @@ def test_a_silent_host_is_reported_once_through_many_attempts(
             assert silent[0].levelno == logging.WARNING
             assert silent[0].getMessage().startswith(f"{proxy.hosts} did not answer within")
 
-    asyncio.run(asyncio.wait_for(scenario(), 60))
+    run(scenario())
 
 
 @contextlib.contextmanager

@@ -3,7 +3,6 @@ client ports speak TLS only, and so do the links between members (``sslQuorum``)
 
 from __future__ import annotations
 
-import asyncio
 import signal
 import socket
 import ssl
@@ -16,7 +15,7 @@ from test_cli_security import finish, lines_until
 from test_cli_security import zklocks as run_cli
 
 import zklocks
-from helpers import show_member_logs_if_failed
+from helpers import run, show_member_logs_if_failed
 from zklocks._certs import TLSFiles
 from zklocks.server import ServerTLS, ZooKeeperEnsemble, make_tls_files
 
@@ -88,7 +87,7 @@ def test_the_async_client_cycles_a_lock_over_tls(
         ):
             return lease.token
 
-    assert asyncio.run(asyncio.wait_for(main(), 60)) > 0
+    assert run(main()) > 0
 
 
 def test_zklocks_server_ensemble_tls(tmp_path: Path) -> None:

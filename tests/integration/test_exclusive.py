@@ -20,6 +20,7 @@ import exclusive_worker as worker
 import pytest
 
 import zklocks
+from helpers import run
 from zklocks import _exclusive
 from zklocks.server import ZooKeeperServer
 
@@ -254,7 +255,7 @@ def test_async_wait_skip_and_raise(hosts: str, observer: zklocks.Client) -> None
         assert log == ["enter first", "exit first", "enter second", "exit second"]
         assert await raises() == "ran"
 
-    asyncio.run(asyncio.wait_for(scenario(), 60))
+    run(scenario())
     assert observer.lock(path).contenders() == []
     assert not _exclusive._clients.by_loop or all(
         entry.loop.is_closed() for entry in _exclusive._clients.by_loop.values()

@@ -23,6 +23,7 @@ import redis.asyncio
 
 import zklocks
 from fence_servers import PostgresServer, RedisServer
+from helpers import run
 from zklocks.fencing import (
     AsyncPostgresFence,
     AsyncRedisFence,
@@ -288,7 +289,7 @@ def test_the_async_pg_fence_has_the_same_rule(postgres_server: PostgresServer, t
             )
             assert await cursor.fetchone() == (THREADS,)
 
-    asyncio.run(asyncio.wait_for(scenario(), 60))
+    run(scenario())
 
 
 # ---------------------------------------------------------------------------- Redis
@@ -461,4 +462,4 @@ def test_the_async_redis_fence_has_the_same_rule(redis_server: RedisServer, pref
         finally:
             await client.aclose()
 
-    asyncio.run(asyncio.wait_for(scenario(), 60))
+    run(scenario())

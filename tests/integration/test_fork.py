@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 import zklocks
-from helpers import wait_for_watch
+from helpers import run, wait_for_watch
 from zklocks.server import ZooKeeperServer
 
 pytestmark = [
@@ -245,7 +245,7 @@ def test_async_client_inherited_across_fork_refuses_at_once_and_leaves_the_paren
             assert holder.node == lease.node and holder.token == lease.token
             await lease.release()
 
-    asyncio.run(asyncio.wait_for(parent(), 90))
+    run(parent(), 90)
     assert observer.lock(path).contenders() == []
 
 

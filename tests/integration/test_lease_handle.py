@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 import zklocks
+from helpers import run
 from zklocks.server import ZooKeeperServer
 
 
@@ -101,7 +102,7 @@ def test_async_lease_as_context_manager_releases_on_exit_and_on_exception(
             assert await asyncio.to_thread(nodes, observer, path) == []
             assert not lock.held
 
-    asyncio.run(asyncio.wait_for(scenario(), 60))
+    run(scenario())
 
 
 def test_release_from_another_thread_frees_the_lock_for_a_waiter(
@@ -200,7 +201,7 @@ def test_release_from_another_task_frees_the_lock(
             await second.release()
             assert await asyncio.to_thread(nodes, observer, path) == []
 
-    asyncio.run(asyncio.wait_for(scenario(), 60))
+    run(scenario())
 
 
 def test_a_released_lease_says_so_and_is_never_suspended(zk_server: ZooKeeperServer) -> None:

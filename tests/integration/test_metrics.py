@@ -16,7 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 import zklocks
 import zklocks.metrics
-from helpers import expire_session
+from helpers import expire_session, run
 from zklocks.server import ZooKeeperServer
 
 
@@ -136,7 +136,7 @@ def test_cancelled_acquire_and_connection_state(
                 with pytest.raises(asyncio.CancelledError):
                     await waiter
 
-    asyncio.run(asyncio.wait_for(scenario(), 60))
+    run(scenario())
     s = scrape(registry)
     count = "zklocks_acquire_seconds_count"
     assert value(s, count, kind="lock", result="cancelled") == 1

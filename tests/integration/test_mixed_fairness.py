@@ -7,7 +7,6 @@ queued contenders wait for a one-node holder.
 
 from __future__ import annotations
 
-import asyncio
 import threading
 import time
 from typing import Any
@@ -15,6 +14,7 @@ from typing import Any
 import pytest
 
 import zklocks
+from helpers import run
 from zklocks.server import ZooKeeperServer
 
 WAIT = 15.0
@@ -98,7 +98,7 @@ def test_an_async_one_node_lock_refuses_too(zk_server: ZooKeeperServer, kazoo: A
             assert kazoo.get_children(path) == [lease.node.rsplit("/", 1)[1]]
             await fair.release()
 
-    asyncio.run(asyncio.wait_for(scenario(), 60))
+    run(scenario())
 
 
 def _wait_for(kazoo: Any, path: str, done: Any) -> list[str]:

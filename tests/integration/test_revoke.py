@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 import zklocks
+from helpers import run
 from zklocks.server import ZooKeeperServer
 
 WAIT = 10.0
@@ -160,4 +161,4 @@ def test_async_revoke_reaches_an_async_holder(zk_server: ZooKeeperServer) -> Non
             assert not lease.lost
             await lease.release()
 
-    asyncio.run(asyncio.wait_for(scenario(), 60))
+    run(scenario())

@@ -7,7 +7,6 @@ independent implementation of the same login, through pure-sasl).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import threading
 import time
@@ -26,6 +25,7 @@ from acl_support import (
     assert_shared_in_fifo_order,
     wait_for_children,
 )
+from helpers import run
 from zklocks.server import ZooKeeperServer
 
 ALICE_SECRET = "alice-Pa55-s3cret"
@@ -113,7 +113,7 @@ def test_the_async_client_logs_in_and_cycles_a_lock(
             acl, _ = alice_kazoo.get_acls(lease.node)
             return [(a.id.scheme, a.id.id) for a in acl]
 
-    assert asyncio.run(asyncio.wait_for(main(), 30)) == [("sasl", "alice")]
+    assert run(main(), 30) == [("sasl", "alice")]
 
 
 def test_another_sasl_user_can_neither_delete_nor_forge_nor_jump(
@@ -204,7 +204,7 @@ def test_a_wrong_password_fails_start_fast_and_for_good(
             await client.start()
 
     started = time.monotonic()
-    asyncio.run(asyncio.wait_for(main(), 30))
+    run(main(), 30)
     assert time.monotonic() - started < 2
 
 
@@ -223,7 +223,7 @@ def test_no_login_on_an_enforcing_server_says_so_and_names_the_option(
         with pytest.raises(zklocks.ConnectionFailed, match="requires authentication"):
             await client.start()
 
-    asyncio.run(asyncio.wait_for(main(), 30))
+    run(main(), 30)
 
 
 def test_secrets_stay_out_of_reprs_logs_and_errors(

@@ -9,7 +9,6 @@ Clients reach the server as ``localhost`` (the service principal is
 
 from __future__ import annotations
 
-import asyncio
 import os
 import subprocess
 import time
@@ -23,6 +22,7 @@ from test_cli_security import finish
 from test_cli_security import zklocks as run_cli
 
 import zklocks
+from helpers import run
 from kdc_support import KDC, REALM
 from zklocks._protocol.records import Id
 from zklocks.server import ServerKerberos, ZooKeeperServer
@@ -109,7 +109,7 @@ def test_the_async_client_logs_in_with_kerberos(realm: Realm) -> None:
         ):
             return lease.token
 
-    assert asyncio.run(asyncio.wait_for(main(), 30)) > 0
+    assert run(main(), 30) > 0
 
 
 @pytest.mark.usefixtures("as_alice")

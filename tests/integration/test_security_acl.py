@@ -6,7 +6,6 @@ with other digest credentials. Every test checks the lock still works for the ow
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 import uuid
@@ -24,6 +23,7 @@ from acl_support import (
     assert_shared_in_fifo_order,
     wait_for_children,
 )
+from helpers import run
 from zklocks.server import ZooKeeperServer
 
 SECRET = "alice-s3cret"
@@ -184,7 +184,7 @@ def test_async_client_with_credentials_and_without(
                     with pytest.raises(zklocks.AccessDenied):
                         await other.lock(path).acquire(timeout=5)
 
-    asyncio.run(asyncio.wait_for(main(), 60))
+    run(main())
     acl, _ = alice_kazoo.get_acls(path)
     assert [(a.id.scheme, a.id.id.split(":")[0]) for a in acl] == [("digest", "alice")]
 
@@ -259,7 +259,7 @@ def test_refused_credentials_end_start_with_connection_failed(
         with pytest.raises(zklocks.ConnectionFailed, match="AUTH_FAILED"):
             await client.start()
 
-    asyncio.run(asyncio.wait_for(main(), 30))
+    run(main(), 30)
 
 
 def test_secrets_stay_out_of_reprs_logs_and_errors(

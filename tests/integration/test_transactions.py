@@ -7,7 +7,6 @@ test_fencing_pause.py, with the SQL and Redis fences.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -15,6 +14,7 @@ from typing import Any
 import pytest
 
 import zklocks
+from helpers import run
 from zklocks._protocol.records import Stat
 from zklocks.server import ZooKeeperServer
 
@@ -161,7 +161,7 @@ def test_the_server_refuses_a_guard_whose_node_is_gone_before_the_lease_knows(
                 await txn.commit()
             assert kazoo.exists(f"{base}/late") is None
 
-    asyncio.run(asyncio.wait_for(scenario(), 60))
+    run(scenario())
 
 
 def test_a_transaction_is_committed_once(client: zklocks.Client, kazoo: Any, base: str) -> None:
@@ -238,6 +238,6 @@ def test_the_async_client_has_the_same_contract(
             with pytest.raises(zklocks.LockLost):
                 await late.commit()
 
-    asyncio.run(asyncio.wait_for(scenario(), 60))
+    run(scenario())
     assert sorted(kazoo.get_children(base)) == ["a"]
     assert kazoo.get(f"{base}/a")[0] == b"2"

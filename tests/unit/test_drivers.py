@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 import pytest
 
+from helpers import run
 from zklocks._asyncio import driver as async_driver
 from zklocks._core.errors import LockError, LockTimeout
 from zklocks._core.ops import TIMED_OUT, Cleanup, Delete, NodeData, Op, Reply, Request, Stat, Wait
@@ -124,7 +125,7 @@ def test_the_asyncio_driver_hands_the_wait_the_event_and_times_out() -> None:
         assert await async_driver.run(flow, AsyncTableSession()) is TIMED_OUT  # type: ignore[arg-type]
         assert time.monotonic() - started >= 0.05
 
-    asyncio.run(asyncio.wait_for(scenario(), 10))
+    run(scenario(), 10)
 
 
 # -- Cleanup: apart from the caller, waited for until its deadline --------------------------
@@ -245,7 +246,7 @@ def test_the_asyncio_driver_leaves_a_cleanup_running_at_its_deadline() -> None:
             await async_driver.run(flow, session)  # type: ignore[arg-type]
         assert session.deleted == [A]
 
-    asyncio.run(asyncio.wait_for(scenario(), 10))
+    run(scenario(), 10)
 
 
 def test_a_cancel_while_awaiting_a_cleanup_ends_the_wait_not_the_cleanup() -> None:
@@ -263,4 +264,4 @@ def test_a_cancel_while_awaiting_a_cleanup_ends_the_wait_not_the_cleanup() -> No
         await apart
         assert session.deleted == [A]
 
-    asyncio.run(asyncio.wait_for(scenario(), 10))
+    run(scenario(), 10)
