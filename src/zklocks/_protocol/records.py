@@ -125,54 +125,50 @@ class Create:
 
 
 @dataclass(frozen=True, slots=True)
-class Delete:
-    """Delete a node if its version matches (``-1``: any). Reply: ``None`` or an error."""
+class _NodeRequest:
+    """A flow's request on one node: its path, and when a driver may still send it.
+
+    ``deadline`` and ``retry`` are read by drivers and ignored by the codec (the rules:
+    ``zklocks._core.ops``). Each subclass is its own request; this base only spares
+    them the fields they share.
+    """
 
     path: str
     deadline: float | None = None
     retry: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Delete(_NodeRequest):
+    """Delete a node if its version matches (``-1``: any). Reply: ``None`` or an error."""
+
     version: int = -1
 
 
 @dataclass(frozen=True, slots=True)
-class GetChildren:
+class GetChildren(_NodeRequest):
     """List a node's children. Reply: ``list[str]`` or an error.
 
     ``with_stat=True`` sends getChildren2 instead, whose reply ``Children`` adds the
     parent's stat.
     """
 
-    path: str
-    deadline: float | None = None
-    retry: bool = False
     with_stat: bool = False
 
 
 @dataclass(frozen=True, slots=True)
-class GetData:
+class GetData(_NodeRequest):
     """Read a node. Reply: ``NodeData`` or an error."""
 
-    path: str
-    deadline: float | None = None
-    retry: bool = False
-
 
 @dataclass(frozen=True, slots=True)
-class Exists:
+class Exists(_NodeRequest):
     """Stat a node. Reply: ``Stat``, ``None`` when absent (a watch is still set), or an error."""
 
-    path: str
-    deadline: float | None = None
-    retry: bool = False
-
 
 @dataclass(frozen=True, slots=True)
-class GetACL:
+class GetACL(_NodeRequest):
     """Read a node's ACL. Reply: ``NodeACL`` or an error (``NoNodeError``)."""
-
-    path: str
-    deadline: float | None = None
-    retry: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -293,12 +293,9 @@ class Model:
         return None
 
     def set_data(self, session_id: int, path: str, data: bytes) -> Stat | ZooKeeperError:
-        if session_id not in self.sessions:
-            return SessionExpiredError(path=path)
-        self.touch(session_id)
-        node = self.nodes.get(path)
-        if node is None:
-            return NoNodeError(path=path)
+        node = self._node_for(session_id, path)
+        if isinstance(node, ZooKeeperError):
+            return node
         self.zxid += 1
         self.writes += 1
         node.data = data
@@ -320,12 +317,9 @@ class Model:
     def get_data(
         self, session_id: int, path: str, *, watch: bool = False
     ) -> NodeData | ZooKeeperError:
-        if session_id not in self.sessions:
-            return SessionExpiredError(path=path)
-        self.touch(session_id)
-        node = self.nodes.get(path)
-        if node is None:
-            return NoNodeError(path=path)
+        node = self._node_for(session_id, path)
+        if isinstance(node, ZooKeeperError):
+            return node
         if watch:
             self._data_watches.setdefault(path, {})[session_id] = None
         return NodeData(node.data, node.stat())
@@ -333,12 +327,9 @@ class Model:
     def get_children(
         self, session_id: int, path: str, *, watch: bool = False
     ) -> list[str] | ZooKeeperError:
-        if session_id not in self.sessions:
-            return SessionExpiredError(path=path)
-        self.touch(session_id)
-        node = self.nodes.get(path)
-        if node is None:
-            return NoNodeError(path=path)
+        node = self._node_for(session_id, path)
+        if isinstance(node, ZooKeeperError):
+            return node
         if watch:
             self._child_watches.setdefault(path, {})[session_id] = None
         return list(node.children)
@@ -381,6 +372,18 @@ class Model:
 
     def _ms(self) -> int:
         return self.epoch_ms + int(self.now * 1000)
+
+    def _node_for(self, session_id: int, path: str) -> Node | ZooKeeperError:
+        """The node a request acts on, or the error the server answers first.
+
+        A dead session answers ``SessionExpiredError`` before anything else; a live one
+        is heard from (``touch``) even when the node turns out to be missing.
+        """
+        if session_id not in self.sessions:
+            return SessionExpiredError(path=path)
+        self.touch(session_id)
+        node = self.nodes.get(path)
+        return NoNodeError(path=path) if node is None else node
 
     def _create(self, path: str, data: bytes, *, owner: int, container: bool) -> Node:
         ms = self._ms()
