@@ -21,7 +21,10 @@ from zklocks._asyncio.election import AsyncElection, AsyncMultiLock
 from zklocks._asyncio.locks import AsyncLock, AsyncReadWriteLock
 from zklocks._asyncio.transaction import AsyncTransaction
 from zklocks._core.contenders import Contender
-from zklocks._core.errors import (
+from zklocks._core.events import ConnectionState
+from zklocks._core.lease import AsyncLease, Lease
+from zklocks._core.security import ACL
+from zklocks._errors import (
     AccessDenied,
     AlreadyHeld,
     ClientClosed,
@@ -34,9 +37,6 @@ from zklocks._core.errors import (
     NotHeld,
     TransactionFailed,
 )
-from zklocks._core.events import ConnectionState
-from zklocks._core.lease import AsyncLease, Lease
-from zklocks._core.security import ACL
 from zklocks._exclusive import exclusive
 from zklocks._sync.client import Client
 from zklocks._sync.election import Election, MultiLock

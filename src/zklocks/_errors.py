@@ -32,6 +32,20 @@ from __future__ import annotations
 
 from typing import Any
 
+__all__ = [
+    "AccessDenied",
+    "AlreadyHeld",
+    "ClientClosed",
+    "ConnectionFailed",
+    "InvalidArgument",
+    "InvalidPath",
+    "LockError",
+    "LockLost",
+    "LockTimeout",
+    "NotHeld",
+    "TransactionFailed",
+]
+
 
 class LockError(Exception):
     """Base class of every error zklocks raises."""

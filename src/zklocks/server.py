@@ -47,12 +47,10 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import tempfile
 import time
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from types import TracebackType
 from typing import TYPE_CHECKING
 
 from zklocks._server.errors import (
@@ -67,7 +65,7 @@ from zklocks._server.errors import (
 from zklocks._server.leftovers import Leftovers
 from zklocks._server.loopback import ephemeral_range, free_ports, port_is_free
 from zklocks._server.options import OptionAttribute, ServerOptions
-from zklocks._server.process import POLL_INTERVAL, ZooKeeperProcess
+from zklocks._server.process import POLL_INTERVAL, StartStopContext, ZooKeeperProcess
 from zklocks._server.sasl import JAAS_FILE, ServerKerberos, sasl_config, write_jaas
 from zklocks._server.tls import ServerTLS
 
@@ -184,7 +182,7 @@ def make_tls_files(directory: str | os.PathLike[str], *, days: int = 7) -> TLSFi
     return make(Path(directory), days=days)
 
 
-class ZooKeeperServer(ZooKeeperProcess):
+class ZooKeeperServer(ZooKeeperProcess, StartStopContext):
     """A standalone ZooKeeper on a loopback port.
 
     Sessions may last between ``min_session_timeout`` and ``max_session_timeout`` ms,
@@ -270,28 +268,15 @@ class ZooKeeperServer(ZooKeeperProcess):
 
     def _prepare_directory(self) -> Path:
         if self._directory is None:
-            if self._given_dir is not None:
-                self._given_dir.mkdir(parents=True, exist_ok=True)
-                self._directory = self._given_dir
-            else:
-                self._directory = Path(tempfile.mkdtemp(prefix="zklocks-zk-"))
-                self._leftovers.temp_dir = self._directory
+            self._directory = self._leftovers.data_dir(self._given_dir, prefix="zklocks-zk-")
+            self._directory.mkdir(parents=True, exist_ok=True)  # a given one may not exist
         if self._sasl:
             write_jaas(self._directory / JAAS_FILE, self._sasl_users, self.kerberos)
         return self._directory
 
-    def __enter__(self) -> ZooKeeperServer:
+    def _start_unless_running(self) -> None:
         if not self.running:
             self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.stop()
 
 
 class EnsembleMember(ZooKeeperProcess):
@@ -337,7 +322,7 @@ class EnsembleMember(ZooKeeperProcess):
         return f"EnsembleMember({self.myid}, hosts={self.hosts!r}, running={self.running})"
 
 
-class ZooKeeperEnsemble:
+class ZooKeeperEnsemble(StartStopContext):
     """A quorum of ``size`` members on loopback ports, for tests that take members down.
 
     ``hosts`` lists every member; ``members[i]`` can be stopped, killed, paused and
@@ -426,11 +411,7 @@ class ZooKeeperEnsemble:
     def start(self) -> None:
         """Start every member not running, then wait for all to serve under one leader."""
         if self._root is None:
-            if self._given_dir is not None:
-                self._root = self._given_dir
-            else:
-                self._root = Path(tempfile.mkdtemp(prefix="zklocks-ensemble-"))
-                self._leftovers.temp_dir = self._root
+            self._root = self._leftovers.data_dir(self._given_dir, prefix="zklocks-ensemble-")
             for member in self.members:
                 member._directory = self._root / f"member-{member.myid}"
         try:
@@ -481,17 +462,8 @@ class ZooKeeperEnsemble:
                     raise ServerStartTimeout(f"no leader elected within {timeout} s") from None
             time.sleep(POLL_INTERVAL)
 
-    def __enter__(self) -> ZooKeeperEnsemble:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.stop()
+    def _start_unless_running(self) -> None:
+        self.start()  # which starts only the members not running
 
     def __repr__(self) -> str:
         return f"ZooKeeperEnsemble(hosts={self.hosts!r}, running={self.running})"

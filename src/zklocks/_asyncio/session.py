@@ -55,10 +55,8 @@ class AsyncSession:
         self, requests: Sequence[Request], deadline: float | None, watcher: Watcher | None = None
     ) -> list[Reply]:
         """Send back to back (pipelined) and wait for every reply."""
-        if self.closed:
+        if self.closed or not requests:  # nothing to send: an empty list
             return [ClientClosedError() for _ in requests]
-        if not requests:
-            return []
         # Woken by a connection that is gone again (one that died at birth), wait on:
         # submitted now, the requests would be queued for the next one, past the deadline.
         while deadline is not None and not self._connected.is_set():

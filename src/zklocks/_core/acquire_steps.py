@@ -47,6 +47,8 @@ Flow: TypeAlias = Generator[Op, Any, Any]
 T = TypeVar("T")
 
 CLEANUP_RETRIES = 2
+"""Cleanup requests wait for a connection as long as the session lives, and are sent
+again after a dropped connection; this many drops in a row mean a broken server."""
 
 
 def out_of_retries(drops_in_a_row: int, deadline: float | None) -> bool:
@@ -56,9 +58,6 @@ def out_of_retries(drops_in_a_row: int, deadline: float | None) -> bool:
     the caller for ever."""
     return deadline is None and drops_in_a_row > CLEANUP_RETRIES
 
-
-"""Cleanup requests wait for a connection as long as the session lives, and are sent
-again after a dropped connection; this many drops in a row mean a broken server."""
 
 CLEANUP_GRACE = 0.25
 """How long past its deadline a call waits for its own cleanup before leaving it to run
@@ -136,7 +135,7 @@ def list_children(spec: AcquireSpec) -> Generator[Op, Any, list[str]]:
         if isinstance(children, list):
             return children
         if children is TIMED_OUT:
-            raise LockTimeout(f"timed out waiting for a connection to lock {spec.path}")
+            raise no_connection_in_time(spec.path)
         if isinstance(children, SessionExpiredError | NoNodeError):
             return []  # our node is gone with the session (or the path): start over
         if isinstance(children, ConnectionLossError):
@@ -159,7 +158,7 @@ def create_parents(spec: AcquireSpec, *, retry: bool = False) -> Generator[Op, A
         container=spec.layout.container_parents,
     )
     if reply is TIMED_OUT:
-        raise LockTimeout(f"timed out waiting for a connection to lock {spec.path}")
+        raise no_connection_in_time(spec.path)
     try_again = ConnectionLossError | SessionExpiredError | NoNodeError
     if isinstance(reply, ZooKeeperError) and not isinstance(reply, try_again):
         raise unexpected(reply, spec.path, "create")
@@ -192,7 +191,7 @@ def check_directory(
 def _read_acl(spec: AcquireSpec, path: str, reply: Any) -> Generator[Op, Any, tuple[WireACL, ...]]:
     while not isinstance(reply, NodeACL):  # None: not read yet
         if reply is TIMED_OUT:
-            raise LockTimeout(f"timed out waiting for a connection to lock {spec.path}")
+            raise no_connection_in_time(spec.path)
         if reply is not None and not isinstance(reply, ConnectionLossError | SessionExpiredError):
             raise unexpected(reply, path, "getACL")
         reply = yield GetACL(path, deadline=spec.deadline, retry=reply is not None)
@@ -275,6 +274,11 @@ def unexpected(reply: object, path: str, operation: str = "access") -> LockError
         error.__cause__ = reply
         return error
     return LockError(f"unexpected reply for {path}: {reply!r}")
+
+
+def no_connection_in_time(path: str) -> LockTimeout:
+    """The deadline passed while a request for ``path`` waited for a connection."""
+    return LockTimeout(f"timed out waiting for a connection to lock {path}")
 
 
 def access_denied(path: str, operation: str) -> AccessDenied:

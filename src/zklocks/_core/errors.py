@@ -3,30 +3,5 @@ the transport, which raise them alike); named here too for the engine's modules.
 
 from __future__ import annotations
 
-from zklocks._errors import (
-    AccessDenied,
-    AlreadyHeld,
-    ClientClosed,
-    ConnectionFailed,
-    InvalidArgument,
-    InvalidPath,
-    LockError,
-    LockLost,
-    LockTimeout,
-    NotHeld,
-    TransactionFailed,
-)
-
-__all__ = [
-    "AccessDenied",
-    "AlreadyHeld",
-    "ClientClosed",
-    "ConnectionFailed",
-    "InvalidArgument",
-    "InvalidPath",
-    "LockError",
-    "LockLost",
-    "LockTimeout",
-    "NotHeld",
-    "TransactionFailed",
-]
+from zklocks._errors import *  # noqa: F403  (every name of its __all__)
+from zklocks._errors import __all__ as __all__

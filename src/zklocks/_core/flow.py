@@ -90,12 +90,13 @@ from zklocks._core.acquire_steps import (
     create_pipeline,
     delete_node,
     list_children,
+    no_connection_in_time,
     out_of_retries,
     retry_of,
     shielded,
     unexpected,
 )
-from zklocks._core.errors import InvalidArgument, LockTimeout
+from zklocks._core.errors import InvalidArgument
 from zklocks._core.ops import TIMED_OUT, Create, Created, Exists, GetChildren, Op, SessionId, Stat
 from zklocks._core.strategies import Granted, Refused
 from zklocks._protocol.errors import ConnectionLossError, NoNodeError, SessionExpiredError
@@ -238,7 +239,7 @@ def _protected_create(spec: AcquireSpec, attempt: Attempt) -> Generator[Op, Any,
         created, children = replies[0], replies[1]
         if created is TIMED_OUT:
             attempt.create_in_flight = False
-            raise LockTimeout(f"timed out waiting for a connection to lock {spec.path}")
+            raise no_connection_in_time(spec.path)
         if isinstance(created, NoNodeError):
             attempt.create_in_flight = False
             yield from create_parents(spec, retry=parents_made)
@@ -281,7 +282,7 @@ def _find_own_node(
     while True:
         children = yield GetChildren(spec.path, deadline=deadline, retry=retry)
         if children is TIMED_OUT:
-            raise LockTimeout(f"timed out waiting for a connection to lock {spec.path}")
+            raise no_connection_in_time(spec.path)
         if isinstance(children, ConnectionLossError):
             losses += 1
             if out_of_retries(losses, deadline):
@@ -297,7 +298,7 @@ def _find_own_node(
         path = f"{spec.path}/{ours[0]}"
         stat = yield Exists(path, deadline=deadline, retry=retry)
         if stat is TIMED_OUT:
-            raise LockTimeout(f"timed out waiting for a connection to lock {spec.path}")
+            raise no_connection_in_time(spec.path)
         session = yield SessionId()
         if isinstance(stat, Stat) and stat.ephemeral_owner == session:
             attempt.node = path
@@ -387,7 +388,7 @@ def _still_exists(spec: AcquireSpec, created: Created) -> Generator[Op, Any, boo
         if stat is None or isinstance(stat, SessionExpiredError):
             return False
         if stat is TIMED_OUT:
-            raise LockTimeout(f"timed out waiting for a connection to lock {spec.path}")
+            raise no_connection_in_time(spec.path)
         if not isinstance(stat, ConnectionLossError):
             raise unexpected(stat, spec.path)
 

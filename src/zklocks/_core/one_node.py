@@ -34,11 +34,12 @@ from zklocks._core.acquire_steps import (
     create_parents,
     create_pipeline,
     list_children,
+    no_connection_in_time,
     out_of_retries,
     retry_of,
     unexpected,
 )
-from zklocks._core.errors import InvalidArgument, LockTimeout
+from zklocks._core.errors import InvalidArgument
 from zklocks._core.ops import (
     TIMED_OUT,
     Create,
@@ -81,7 +82,7 @@ def acquire(spec: AcquireSpec) -> Generator[Op, Any, Acquired | None]:
             if isinstance(created, Created):
                 ours = Acquired(node, created.stat.czxid, created.stat.ephemeral_owner)
             elif created is TIMED_OUT:
-                raise LockTimeout(f"timed out waiting for a connection to lock {spec.path}")
+                raise no_connection_in_time(spec.path)
             elif isinstance(created, NoNodeError):
                 yield from create_parents(spec, retry=parents_made)
                 # The create right after making the parents is still the first try.
@@ -140,7 +141,7 @@ def _single_node_stat(
     while True:
         reply = yield GetData(node, deadline=deadline, retry=deadline is not None)
         if reply is TIMED_OUT:
-            raise LockTimeout(f"timed out waiting for a connection to lock {node}")
+            raise no_connection_in_time(node)
         if isinstance(reply, ConnectionLossError):
             losses += 1
             if out_of_retries(losses, deadline):

@@ -14,6 +14,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -58,6 +59,13 @@ class Leftovers:
     jvm: subprocess.Popen[bytes] | None = None
     watchdog: subprocess.Popen[bytes] | None = None
     temp_dir: Path | None = None
+
+    def data_dir(self, given: Path | None, *, prefix: str) -> Path:
+        """``given``, else a new temporary directory (``temp_dir``, removed with the rest)."""
+        if given is not None:
+            return given
+        self.temp_dir = Path(tempfile.mkdtemp(prefix=prefix))
+        return self.temp_dir
 
     def watch(self, jvm: subprocess.Popen[bytes], tag: str) -> None:
         """Own ``jvm`` and start its watchdog, which also removes ``temp_dir``."""

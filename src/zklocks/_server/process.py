@@ -19,6 +19,8 @@ import time
 import weakref
 from collections.abc import Callable
 from pathlib import Path
+from types import TracebackType
+from typing import TypeVar
 
 from zklocks._server.errors import PortInUse, ServerStartError, ServerStartTimeout
 from zklocks._server.leftovers import Leftovers, signal_group, tag_option
@@ -26,7 +28,7 @@ from zklocks._server.loopback import four_letter, free_ports, port_is_free
 from zklocks._server.options import OptionAttribute, ServerOptions
 from zklocks._server.tls import ServerTLS
 
-__all__ = ["POLL_INTERVAL", "FindRuntime", "ZooKeeperProcess"]
+__all__ = ["POLL_INTERVAL", "FindRuntime", "StartStopContext", "ZooKeeperProcess"]
 
 #: Given whether TLS is on: the ``java`` to run and the server's classpath. Passed in by
 #: ``zklocks.server``, which owns where ZooKeeper and Java are looked for.
@@ -35,6 +37,32 @@ FindRuntime = Callable[[bool], tuple[Path, list[Path]]]
 POLL_INTERVAL = 0.025
 _STOP_GRACE = 5.0
 _MAIN_CLASS = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
+
+
+_Served = TypeVar("_Served", bound="StartStopContext")
+
+
+class StartStopContext(contextlib.AbstractContextManager["StartStopContext"]):
+    """``with server:`` for a standalone server and an ensemble alike: the block runs with
+    it serving, and it is stopped on the way out, however the block ends."""
+
+    def _start_unless_running(self) -> None:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self: _Served) -> _Served:
+        self._start_unless_running()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.stop()
 
 
 def _wait_until_stopped(pid: int, deadline: float) -> None:

@@ -298,10 +298,8 @@ class NativeSession:
     def call(
         self, requests: Sequence[Request], deadline: float | None, watcher: Watcher | None = None
     ) -> list[Reply]:
-        if self._closed:
+        if self._closed or not requests:  # nothing to send: an empty list
             return [ClientClosedError() for _ in requests]
-        if not requests:
-            return []
         done = _Latch(len(requests))
         if self._connection.submit_from_thread(requests, done.tokens(), watcher):
             # Sent from this thread; the loop answers the latch, or fails it with the

@@ -11,6 +11,7 @@ dependency; any failure means "not known" (``None``), never an exception.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 from typing import Any
@@ -65,41 +66,33 @@ def _given(lib: Any, context: ctypes.c_void_p, name: str) -> str | None:
 
 
 def _from_cache(lib: Any, context: ctypes.c_void_p) -> str | None:
-    cache = ctypes.c_void_p()
-    if lib.krb5_cc_default(context, ctypes.byref(cache)) != 0:
-        return None
-    try:
+    with contextlib.ExitStack() as frees:  # each handle made is freed, last first
+        cache = ctypes.c_void_p()
+        if lib.krb5_cc_default(context, ctypes.byref(cache)) != 0:
+            return None
+        frees.callback(lib.krb5_cc_close, context, cache)
         principal = ctypes.c_void_p()
         if lib.krb5_cc_get_principal(context, cache, ctypes.byref(principal)) != 0:
             return None
-        try:
-            return _unparse(lib, context, principal)
-        finally:
-            lib.krb5_free_principal(context, principal)
-    finally:
-        lib.krb5_cc_close(context, cache)
+        frees.callback(lib.krb5_free_principal, context, principal)
+        return _unparse(lib, context, principal)
 
 
 def _from_client_keytab(lib: Any, context: ctypes.c_void_p) -> str | None:
-    keytab = ctypes.c_void_p()
-    if lib.krb5_kt_client_default(context, ctypes.byref(keytab)) != 0:
-        return None
-    try:
+    with contextlib.ExitStack() as frees:
+        keytab = ctypes.c_void_p()
+        if lib.krb5_kt_client_default(context, ctypes.byref(keytab)) != 0:
+            return None
+        frees.callback(lib.krb5_kt_close, context, keytab)
         cursor = ctypes.c_void_p()
         if lib.krb5_kt_start_seq_get(context, keytab, ctypes.byref(cursor)) != 0:
             return None
-        try:
-            entry = _KeytabEntry()
-            if lib.krb5_kt_next_entry(context, keytab, ctypes.byref(entry), ctypes.byref(cursor)):
-                return None
-            try:
-                return _unparse(lib, context, ctypes.c_void_p(entry.principal))
-            finally:
-                lib.krb5_free_keytab_entry_contents(context, ctypes.byref(entry))
-        finally:
-            lib.krb5_kt_end_seq_get(context, keytab, ctypes.byref(cursor))
-    finally:
-        lib.krb5_kt_close(context, keytab)
+        frees.callback(lib.krb5_kt_end_seq_get, context, keytab, ctypes.byref(cursor))
+        entry = _KeytabEntry()
+        if lib.krb5_kt_next_entry(context, keytab, ctypes.byref(entry), ctypes.byref(cursor)):
+            return None
+        frees.callback(lib.krb5_free_keytab_entry_contents, context, ctypes.byref(entry))
+        return _unparse(lib, context, ctypes.c_void_p(entry.principal))
 
 
 def principal_name(given: str | None) -> str | None:
