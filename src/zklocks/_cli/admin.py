@@ -20,18 +20,16 @@ import click
 
 from zklocks._cli.common import (
     CONTEXT,
-    EX_NOPERM,
     EX_USAGE,
     check_path,
-    connect,
+    client_for,
     connection_options,
     fail,
 )
 from zklocks._cli.options import TEXT
-from zklocks._cli.sanitise import cannot, clean
+from zklocks._cli.sanitise import clean
 from zklocks._cli.security import Security, security_options
 from zklocks._core import breaking as _breaking
-from zklocks._core.errors import AccessDenied, ClientClosed, LockError
 
 log = logging.getLogger("zklocks.admin")
 
@@ -68,15 +66,8 @@ or a holder changed meanwhile); 2 no --yes and no terminal to ask on; 77 not all
 @security_options()
 def revoke(path: str, hosts: str, connect_timeout: float, security: Security) -> None:
     """Ask every current holder of the lock at PATH to let go (cooperative)."""
-    client = connect(hosts, connect_timeout, security=security)
-    try:
+    with client_for("revoke", path, hosts, connect_timeout, security) as client:
         asked = client.revoke(path)
-    except AccessDenied as error:
-        fail(cannot("revoke", path, error), EX_NOPERM)
-    except (LockError, ClientClosed) as error:
-        fail(cannot("revoke", path, error))
-    finally:
-        client.stop()
     log.info("%s asked %d holder(s) of %s to let go", _who(), asked, path)
     click.echo(f"asked {asked} holder{'' if asked == 1 else 's'} of {path} to let go")
 
@@ -110,8 +101,7 @@ def break_(
     asking = not yes and sys.stdin.isatty()
     if not yes and not asking:
         fail(f"refusing to break {path} without --yes (no terminal to ask on)", EX_USAGE)
-    client = connect(hosts, connect_timeout, security=security)
-    try:
+    with client_for("break", path, hosts, connect_timeout, security) as client:
         holders = client._run(_breaking.current_holders(path))
         targets = _breaking.choose(holders, token)
         if not holders:
@@ -130,12 +120,6 @@ def break_(
         refused = client._run(_breaking.break_holders(targets))
         if refused is not None:
             fail(f"{path}: {refused}; nothing broken")
-    except AccessDenied as error:
-        fail(cannot("break", path, error), EX_NOPERM)
-    except (LockError, ClientClosed) as error:
-        fail(cannot("break", path, error))
-    finally:
-        client.stop()
     who = _who()
     for holder in targets:
         log.warning("%s broke %s (token %d)", who, holder.node, holder.token)

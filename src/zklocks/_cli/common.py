@@ -13,9 +13,15 @@ from typing import IO, Any, NoReturn, TypeVar
 import click
 
 from zklocks._cli.options import TEXT, Seconds
-from zklocks._cli.sanitise import clean
+from zklocks._cli.sanitise import cannot, clean
 from zklocks._cli.security import Security
-from zklocks._core.errors import ConnectionFailed, InvalidArgument, InvalidPath
+from zklocks._core.errors import (
+    AccessDenied,
+    ConnectionFailed,
+    InvalidArgument,
+    InvalidPath,
+    LockError,
+)
 from zklocks._core.validate import hosts as hosts_string
 from zklocks._core.validate import lock_path
 from zklocks._frontend.options import DEFAULT_HOSTS
@@ -84,14 +90,27 @@ def hosts_option(
     )
 
 
-def connect_timeout_option() -> Callable[[F], F]:
+def seconds_option(
+    name: str, *, minimum: float, default: float, help_text: str
+) -> Callable[[F], F]:
+    """A duration option with a default: ``NAME SECONDS``, the default shown in the help,
+    a value below ``minimum`` (or not a number) a usage error."""
     return click.option(
-        "--connect-timeout",
-        type=Seconds(0.1),
-        default=5.0,
+        name,
+        type=Seconds(minimum),
+        default=default,
         show_default=True,
         metavar="SECONDS",
-        help="Give up when no ZooKeeper server answers within this time.",
+        help=help_text,
+    )
+
+
+def connect_timeout_option() -> Callable[[F], F]:
+    return seconds_option(
+        "--connect-timeout",
+        minimum=0.1,
+        default=5.0,
+        help_text="Give up when no ZooKeeper server answers within this time.",
     )
 
 
@@ -188,6 +207,27 @@ def connect(
             err=True,
         )
     return client
+
+
+@contextlib.contextmanager
+def client_for(
+    verb: str, path: str, hosts: str, connect_timeout: float, security: Security
+) -> Iterator[Client]:
+    """A client for one command's work on ``path``, stopped on every way out.
+
+    A library error inside the body ends the command as ``zklocks: cannot VERB PATH:
+    why``: exit 77 when ZooKeeper's ACL refused us, else 1. One place for what the
+    read-only and administrator commands each said the same way.
+    """
+    client = connect(hosts, connect_timeout, security=security)
+    try:
+        yield client
+    except AccessDenied as error:
+        fail(cannot(verb, path, error), EX_NOPERM)
+    except LockError as error:  # ClientClosed among them
+        fail(cannot(verb, path, error))
+    finally:
+        client.stop()
 
 
 # The library's TLS reasons name its own arguments (ssl=); the command line's options.
@@ -288,6 +328,12 @@ class _LibraryLogLines(logging.Handler):
 
 
 VERBOSITY = "zklocks.verbosity"  # ctx.meta key: the group's -v count
+
+
+def verbose_option(help_text: str) -> Callable[[F], F]:
+    """A command's own ``-v`` (``-vv`` for more), counted into ``verbosity``: pass it to
+    ``command_verbosity``, which merges it with the group's."""
+    return click.option("-v", "--verbose", "verbosity", count=True, help=help_text)
 
 
 def command_verbosity(own: int) -> int:

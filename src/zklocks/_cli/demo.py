@@ -48,6 +48,7 @@ from zklocks._cli.common import (
     connect_timeout_option,
     fail,
     hosts_option,
+    seconds_option,
 )
 from zklocks._cli.demo_crew import ScenarioFailed
 from zklocks._cli.demo_scenarios import BY_KEY, SCENARIOS, Scenario
@@ -100,13 +101,11 @@ Exit status: 0 when every scenario behaved as the story says, 70 when one did no
     type=click.Choice([s.key for s in SCENARIOS]),
     help="Play only this scenario (repeat for several). Default: all four.",
 )
-@click.option(
+@seconds_option(
     "--session-timeout",
-    type=Seconds(0.4),
+    minimum=0.4,
     default=1.0,
-    show_default=True,
-    metavar="SECONDS",
-    help="Session timeout of the workers that crash or pause.",
+    help_text="Session timeout of the workers that crash or pause.",
 )
 @click.option("--plain", is_flag=True, help="Plain lines even on a terminal.")
 @click.option(
@@ -116,13 +115,11 @@ Exit status: 0 when every scenario behaved as the story says, 70 when one did no
     help=f"Hold each step on screen this long. Default: {TERMINAL_PACE:g} on a terminal, "
     "0 when piped or --plain.",
 )
-@click.option(
+@seconds_option(
     "--time-limit",
-    type=Seconds(1),
+    minimum=1,
     default=180.0,
-    show_default=True,
-    metavar="SECONDS",
-    help="Stop and fail (exit 70) if the demo is still running after this long.",
+    help_text="Stop and fail (exit 70) if the demo is still running after this long.",
 )
 def demo(
     hosts: str | None,

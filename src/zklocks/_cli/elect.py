@@ -9,6 +9,7 @@ like ``etcdctl elect --listen``.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import math
@@ -22,29 +23,30 @@ import click
 from zklocks._cli.common import (
     CONTEXT,
     EX_NOINPUT,
-    EX_NOPERM,
     age,
     check_path,
+    client_for,
     command_verbosity,
-    connect,
     connection_options,
     fail,
     not_ignored,
     seconds,
+    verbose_option,
 )
-from zklocks._cli.options import TEXT, Identifier, Seconds
-from zklocks._cli.run import (
-    RunOptions,
-    _describe,
-    execute,
-    exit_unless_runnable,
+from zklocks._cli.options import TEXT
+from zklocks._cli.run import RunOptions, _describe, execute, exit_unless_runnable
+from zklocks._cli.run_options import (
+    command_to_run,
+    identifier_option,
     kill_after_option,
+    non_blocking_option,
+    session_timeout_option,
+    shell_command_option,
+    timeout_option,
 )
-from zklocks._cli.sanitise import cannot
 from zklocks._cli.security import Security, security_options
 from zklocks._cli.status_view import json_time
 from zklocks._core.contenders import Contender, directory_acl, list_contenders
-from zklocks._core.errors import AccessDenied, LockError
 from zklocks._core.kinds import ELECT, words_for
 from zklocks._sync.client import Client
 
@@ -76,50 +78,15 @@ Examples:
 )
 @click.argument("path", type=TEXT, callback=check_path)
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="-- COMMAND [ARGS]...")
-@click.option(
-    "-c",
-    "--command",
-    "shell_command",
-    type=click.UNPROCESSED,  # for sh, as it is: any bytes
-    metavar="TEXT",
-    help="Run TEXT with `sh -c` instead of COMMAND (as `zklocks run -c`).",
-)
-@click.option(
-    "--identifier",
-    type=Identifier(),
-    metavar="TEXT",
-    help="How `zklocks leader` names us. Default: the command line.",
-)
-@click.option(
-    "--timeout",
-    type=Seconds(allow_inf=True),
-    metavar="SECONDS",
-    help="Give up (exit 75) when not elected in time. Default: wait as long as it takes.",
-)
-@click.option(
-    "-n",
-    "--non-blocking",
-    is_flag=True,
-    help="Give up at once (exit 75) when another candidate leads or is ahead in line.",
-)
+@shell_command_option("Run TEXT with `sh -c` instead of COMMAND (as `zklocks run -c`).")
+@identifier_option("How `zklocks leader` names us. Default: the command line.")
+@timeout_option("Give up (exit 75) when not elected in time. Default: wait as long as it takes.")
+@non_blocking_option("Give up at once (exit 75) when another candidate leads or is ahead in line.")
 @kill_after_option
-@click.option(
-    "--session-timeout",
-    type=Seconds(0.1),
-    default=10.0,
-    show_default=True,
-    metavar="SECONDS",
-    help="If this process dies, the next candidate leads this long after.",
-)
-@click.option(
-    "-v",
-    "--verbose",
-    "verbosity",
-    count=True,
-    help=(
-        "Say when elected and when resigning, with the library's lock and connection "
-        "events (the same as `zklocks -v elect`); -vv: everything."
-    ),
+@session_timeout_option("If this process dies, the next candidate leads this long after.")
+@verbose_option(
+    "Say when elected and when resigning, with the library's lock and connection "
+    "events (the same as `zklocks -v elect`); -vv: everything."
 )
 @connection_options
 @security_options(acl=True)
@@ -143,10 +110,7 @@ def elect(
     command runs (ZooKeeper expired our session), the command is stopped: SIGTERM, then
     SIGKILL after --kill-after.
     """
-    if shell_command is not None:
-        if command:
-            raise click.UsageError("give either -c TEXT or '-- COMMAND', not both")
-        command = ("sh", "-c", shell_command)
+    command = command_to_run(command, shell_command)
     if not command:
         raise click.UsageError(
             f"missing the command to run after '--' (or -c TEXT), e.g.\n"
@@ -219,9 +183,11 @@ def leader(
     path: str, as_json: bool, watch: bool, hosts: str, connect_timeout: float, security: Security
 ) -> None:
     """Print who leads the election at PATH ("no leader" / null when nobody does)."""
-    client = connect(hosts, connect_timeout, security=security)
-    election = client.election(path)
-    try:
+    with (
+        client_for("read", path, hosts, connect_timeout, security) as client,
+        contextlib.suppress(KeyboardInterrupt),  # Ctrl-C ends a --watch: exit 0
+    ):
+        election = client.election(path)
         if not watch:
             _check_election(client, path)
             current = election.leader()
@@ -233,14 +199,6 @@ def leader(
             text = leader_text(current, stamp=True)
             click.echo(json.dumps(leader_json(path, current)) if as_json else text)
             sys.stdout.flush()
-    except KeyboardInterrupt:
-        pass
-    except AccessDenied as error:
-        fail(cannot("read", path, error), EX_NOPERM)
-    except LockError as error:
-        fail(cannot("read", path, error))
-    finally:
-        client.stop()
 
 
 def _check_election(client: Client, path: str) -> None:

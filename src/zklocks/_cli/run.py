@@ -58,9 +58,19 @@ from zklocks._cli.common import (
     not_ignored,
     seconds,
     signals_blocked,
+    verbose_option,
 )
 from zklocks._cli.hold import hold
-from zklocks._cli.options import TEXT, Identifier, Seconds
+from zklocks._cli.options import TEXT, Seconds
+from zklocks._cli.run_options import (
+    command_to_run,
+    identifier_option,
+    kill_after_option,
+    non_blocking_option,
+    session_timeout_option,
+    shell_command_option,
+    timeout_option,
+)
 from zklocks._cli.sanitise import cannot, clean
 from zklocks._cli.security import Security, security_options
 from zklocks._cli.supervise import STOP_SIGNALS, Supervisor, note
@@ -130,16 +140,6 @@ class RunOptions:
         return f"leadership of {self.path}" if self.kind == "elect" else f"the lock on {self.path}"
 
 
-kill_after_option = click.option(
-    "--kill-after",
-    type=Seconds(),
-    default=10.0,
-    show_default=True,
-    metavar="SECONDS",
-    help="After SIGTERM, wait this long for the command to exit, then SIGKILL it.",
-)
-
-
 def exit_unless_runnable(command: tuple[str, ...]) -> None:
     """Exit 127/126 now when ``command`` cannot be run: found out before queueing, not
     after waiting for the lock (or to be elected)."""
@@ -154,14 +154,7 @@ def exit_unless_runnable(command: tuple[str, ...]) -> None:
 )
 @click.argument("path", type=TEXT, callback=check_path)
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[-- COMMAND [ARGS]...]")
-@click.option(
-    "-c",
-    "--command",
-    "shell_command",
-    type=click.UNPROCESSED,  # for sh, as it is: any bytes
-    metavar="TEXT",
-    help="Run TEXT with `sh -c` instead of COMMAND (flock's -c).",
-)
+@shell_command_option("Run TEXT with `sh -c` instead of COMMAND (flock's -c).")
 @click.option("--read", is_flag=True, help="Take the shared (read) side.")
 @click.option("--write", is_flag=True, help="Take the exclusive (write) side.")
 @click.option(
@@ -179,24 +172,9 @@ def exit_unless_runnable(command: tuple[str, ...]) -> None:
     help="Whose queue to stand in: ours, Apache Curator's (InterProcessMutex, "
     "ReadWriteLock, SemaphoreV2) or kazoo's (Lock, ReadLock/WriteLock). See docs/interop.md.",
 )
-@click.option(
-    "--timeout",
-    type=Seconds(allow_inf=True),
-    metavar="SECONDS",
-    help="Give up (exit 75) when not acquired in time. Default: wait as long as it takes.",
-)
-@click.option(
-    "-n",
-    "--non-blocking",
-    is_flag=True,
-    help="Give up at once (exit 75) when someone else holds it.",
-)
-@click.option(
-    "--identifier",
-    type=Identifier(),
-    metavar="TEXT",
-    help="How `zklocks status` names us. Default: the command line.",
-)
+@timeout_option("Give up (exit 75) when not acquired in time. Default: wait as long as it takes.")
+@non_blocking_option("Give up at once (exit 75) when someone else holds it.")
+@identifier_option("How `zklocks status` names us. Default: the command line.")
 @kill_after_option
 @click.option(
     "--max-hold",
@@ -212,23 +190,10 @@ def exit_unless_runnable(command: tuple[str, ...]) -> None:
     show_default=True,
     help="When `zklocks revoke PATH` asks us to let go: SIGTERM the command, or ignore it.",
 )
-@click.option(
-    "--session-timeout",
-    type=Seconds(0.1),
-    default=10.0,
-    show_default=True,
-    metavar="SECONDS",
-    help="If this process dies, the lock is freed this long after.",
-)
-@click.option(
-    "-v",
-    "--verbose",
-    "verbosity",
-    count=True,
-    help=(
-        "Say when the lock is acquired and released, with the library's lock and connection "
-        "events (the same as `zklocks -v run`); -vv: everything."
-    ),
+@session_timeout_option("If this process dies, the lock is freed this long after.")
+@verbose_option(
+    "Say when the lock is acquired and released, with the library's lock and connection "
+    "events (the same as `zklocks -v run`); -vv: everything."
 )
 @connection_options
 @security_options(acl=True)
@@ -259,10 +224,7 @@ def run(
     then SIGKILL after --kill-after. With no COMMAND (and no -c), holds the lock,
     prints its token and node, and releases it on Ctrl-C (exit 0).
     """
-    if shell_command is not None:
-        if command:
-            raise click.UsageError("give either -c TEXT or '-- COMMAND', not both")
-        command = ("sh", "-c", shell_command)
+    command = command_to_run(command, shell_command)
     if read and write:
         raise click.UsageError("--read and --write exclude each other: pick one side")
     mode = "read" if read else "write" if write else None

@@ -18,18 +18,17 @@ from rich.table import Table
 from zklocks._cli.common import (
     CONTEXT,
     EX_NOINPUT,
-    EX_NOPERM,
-    connect,
+    client_for,
     connection_options,
     fail,
 )
 from zklocks._cli.inspect import LockSummary, walk_locks
 from zklocks._cli.options import TEXT
-from zklocks._cli.sanitise import cannot, text
+from zklocks._cli.sanitise import text
 from zklocks._cli.security import Security, security_options
 from zklocks._cli.status_view import new_console, print_clean, render, snapshot
 from zklocks._cli.status_watch import watch as watch_lock
-from zklocks._core.errors import AccessDenied, ClientClosed, LockError
+from zklocks._core.errors import LockError
 from zklocks._core.validate import lock_path
 from zklocks._sync.client import Client
 
@@ -83,8 +82,7 @@ def status(
     if watch:
         watch_lock(hosts, connect_timeout, path, as_json, security=security)
         return
-    client = connect(hosts, connect_timeout, security=security)
-    try:
+    with client_for("read", path, hosts, connect_timeout, security) as client:
         state = snapshot(client, path)
         everyone = state["holders"] + state["waiters"]
         if state["acl"] is None and not everyone:
@@ -98,12 +96,6 @@ def status(
         print_clean(console, render(state))
         if not state["holders"] and not state["waiters"]:
             _hint_not_a_lock(client, path, console)
-    except AccessDenied as error:
-        fail(cannot("read", path, error), EX_NOPERM)
-    except (LockError, ClientClosed) as error:
-        fail(cannot("read", path, error))
-    finally:
-        client.stop()
 
 
 def _path_argument(path: str) -> str:
@@ -139,15 +131,8 @@ def ls(root: str, as_json: bool, hosts: str, connect_timeout: float, security: S
     counts and the holders' fencing tokens."""
     if root != "/":
         root = _path_argument(root)
-    client = connect(hosts, connect_timeout, security=security)
-    try:
+    with client_for("list", root, hosts, connect_timeout, security) as client:
         summaries = client._run(walk_locks(root))
-    except AccessDenied as error:
-        fail(cannot("list", root, error), EX_NOPERM)
-    except (LockError, ClientClosed) as error:
-        fail(cannot("list", root, error))
-    finally:
-        client.stop()
     if as_json:
         click.echo(json.dumps([_summary_json(s) for s in summaries], indent=2))
         return
