@@ -23,6 +23,27 @@ def _retrieve(future: asyncio.Future[Any]) -> None:
         future.exception()
 
 
+async def _all_answered(futures: list[asyncio.Future[Any]]) -> None:
+    """Wait until every future is done. A cancel of the caller cancels only the wait: the
+    requests go on to their replies, which are then marked seen (no "exception never
+    retrieved"). One gate future, not ``asyncio.wait``: that builds sets, a waiter and a
+    callback per call and removes them after, about a tenth of the client's CPU per
+    request in the many-locks benchmark."""
+    gate = futures[0].get_loop().create_future()
+    left = len(futures)
+
+    def answered(future: asyncio.Future[Any]) -> None:
+        nonlocal left
+        _retrieve(future)
+        left -= 1
+        if left == 0 and not gate.done():
+            gate.set_result(None)
+
+    for future in futures:
+        future.add_done_callback(answered)
+    await gate
+
+
 def _requests_meter() -> _events.Sink | None:
     """Where the connection counts requests: the metrics sink, once one is enabled."""
     return _events.sink
@@ -66,9 +87,7 @@ class AsyncSession:
             except asyncio.TimeoutError:
                 return [TIMED_OUT for _ in requests]  # never sent
         futures = submit_all(self.connection, requests, watcher)
-        for future in futures:
-            future.add_done_callback(_retrieve)
-        await asyncio.wait(futures)  # a cancel here leaves the requests to finish
+        await _all_answered(futures)
         return [reply_of(future) for future in futures]
 
     def in_background(self, work: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
