@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterable
-from types import TracebackType
 
 from zklocks._asyncio import driver
 from zklocks._asyncio.carrier import StartableCarrier, native_factory
@@ -95,12 +94,7 @@ class AsyncClient(LockMaker[AsyncLock, AsyncReadWriteLock, StartableCarrier]):
     async def __aenter__(self) -> AsyncClient:
         return await self.start()
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.stop()
 
     def _new_lock(self, config: LockConfig) -> AsyncLock:

@@ -14,6 +14,7 @@ names are re-exported here).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 from zklocks._protocol import jute
@@ -351,26 +352,16 @@ def decode_watcher_event(buf: Buffer, offset: int) -> tuple[int, int, str]:
 # ---------------------------------------------------------------- the plan table
 
 
+@dataclass(slots=True, eq=False)
 class Plan:
     """How to send one request and read its answer."""
 
-    __slots__ = ("body", "decode", "nonode_watch", "ok_watch", "opcode", "path")
-
-    def __init__(
-        self,
-        opcode: int,
-        body: bytes,
-        decode: Decoder,
-        path: str | None,
-        ok_watch: WatchTable | None = None,
-        nonode_watch: WatchTable | None = None,
-    ) -> None:
-        self.opcode = opcode
-        self.body = body
-        self.decode = decode
-        self.path = path
-        self.ok_watch = ok_watch
-        self.nonode_watch = nonode_watch
+    opcode: int
+    body: bytes
+    decode: Decoder
+    path: str | None
+    ok_watch: WatchTable | None = None
+    nonode_watch: WatchTable | None = None
 
 
 def plan(request: object, chroot: str, watch: bool) -> Plan:

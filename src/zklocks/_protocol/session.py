@@ -49,6 +49,7 @@ from __future__ import annotations
 import struct
 from collections import deque
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from zklocks._protocol import codec
@@ -87,19 +88,15 @@ _XID_LIMIT = 2**31 - 1
 _EMPTY_PASSWD = b"\x00" * 16
 
 
+@dataclass(slots=True, eq=False, repr=False)
 class Established:
     """The handshake was answered: the session is live on this connection."""
 
-    __slots__ = ("passwd", "read_only", "resumed", "session_id", "timeout_ms")
-
-    def __init__(
-        self, session_id: int, timeout_ms: int, passwd: bytes, read_only: bool, resumed: bool
-    ) -> None:
-        self.session_id = session_id
-        self.timeout_ms = timeout_ms
-        self.passwd = passwd
-        self.read_only = read_only
-        self.resumed = resumed
+    session_id: int
+    timeout_ms: int
+    passwd: bytes
+    read_only: bool
+    resumed: bool
 
     def __repr__(self) -> str:
         return (
@@ -108,19 +105,18 @@ class Established:
         )
 
 
+@dataclass(slots=True, eq=False, repr=False)
 class Expired:
     """The server refused to resume our session: it expired. ``watchers``: (path, caller)."""
 
-    __slots__ = ("session_id", "watchers")
-
-    def __init__(self, session_id: int, watchers: list[tuple[str, Watcher]]) -> None:
-        self.session_id = session_id
-        self.watchers = watchers
+    session_id: int
+    watchers: list[tuple[str, Watcher]]
 
     def __repr__(self) -> str:
         return f"Expired(session_id={self.session_id:#x}, watchers={len(self.watchers)})"
 
 
+@dataclass(slots=True, eq=False, repr=False)
 class WireReply:
     """The answer to one request: ``value`` is the reply, or a ``ZooKeeperError`` if not ok.
 
@@ -130,28 +126,23 @@ class WireReply:
     needs that fact and nothing else about the request.
     """
 
-    __slots__ = ("ok", "through_leader", "token", "value")
-
-    def __init__(self, token: Any, ok: bool, value: Any, through_leader: bool = False) -> None:
-        self.token = token
-        self.ok = ok
-        self.value = value
-        self.through_leader = through_leader
+    token: Any
+    ok: bool
+    value: Any
+    through_leader: bool = False
 
     def __repr__(self) -> str:
         return f"WireReply(token={self.token!r}, ok={self.ok}, value={self.value!r})"
 
 
+@dataclass(slots=True, eq=False, repr=False)
 class Notification:
     """A watch fired on ``path`` (the client's path); ``watchers`` are its callers."""
 
-    __slots__ = ("event_type", "path", "state", "watchers")
-
-    def __init__(self, event_type: int, state: int, path: str, watchers: list[Watcher]) -> None:
-        self.event_type = event_type
-        self.state = state
-        self.path = path
-        self.watchers = watchers
+    event_type: int
+    state: int
+    path: str
+    watchers: list[Watcher]
 
     def __repr__(self) -> str:
         return f"Notification({self.event_type!r}, {self.path!r}, watchers={len(self.watchers)})"

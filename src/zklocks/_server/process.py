@@ -19,7 +19,6 @@ import time
 import weakref
 from collections.abc import Callable
 from pathlib import Path
-from types import TracebackType
 from typing import TypeVar
 
 from zklocks._server.errors import PortInUse, ServerStartError, ServerStartTimeout
@@ -56,12 +55,7 @@ class StartStopContext(contextlib.AbstractContextManager["StartStopContext"]):
         self._start_unless_running()
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.stop()
 
 

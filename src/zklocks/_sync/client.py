@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable
-from types import TracebackType
 from typing import Any, Protocol
 
 from zklocks._core import events as _events
@@ -125,12 +124,7 @@ class Client(LockMaker[Lock, ReadWriteLock, StartableSession]):
     def __enter__(self) -> Client:
         return self.start()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.stop()
 
     # -- locks --------------------------------------------------------------------------
