@@ -9,7 +9,8 @@ Keeping them below the wire protocol means no layer translates another's events.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable
+import logging
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +22,7 @@ __all__ = [
     "WatchEvent",
     "WatchKind",
     "Watcher",
+    "tell_each",
 ]
 
 
@@ -94,3 +96,16 @@ class SessionFacts:
     # True on an ensemble: the lease's instant can pass while the connection is still
     # up (a member cut off from the leader goes on answering), so it is timed then too.
     lagging: Callable[[], bool] = _never
+
+
+def tell_each(
+    listeners: Iterable[Callable[[Any], object]], news: enum.Enum, log: logging.Logger
+) -> None:
+    """Call every listener with ``news``, in order. A listener that fails is logged, and
+    the rest are still told: one user's broken callback must not silence the others, nor
+    the state machine that called it. Iterates over a copy (a listener may unsubscribe)."""
+    for listener in list(listeners):
+        try:
+            listener(news)
+        except Exception:
+            log.exception("listener %r failed on %s", listener, news.name)

@@ -105,6 +105,17 @@ def seconds_option(
     )
 
 
+def view_options(json_help: str, watch_help: str) -> Callable[[F], F]:
+    """``--json`` and ``--watch`` of a command that shows what is in ZooKeeper: once, as
+    text or JSON, or again on every change."""
+
+    def decorate(command: F) -> F:
+        command = click.option("--watch", is_flag=True, help=watch_help)(command)
+        return click.option("--json", "as_json", is_flag=True, help=json_help)(command)
+
+    return decorate
+
+
 def connect_timeout_option() -> Callable[[F], F]:
     return seconds_option(
         "--connect-timeout",

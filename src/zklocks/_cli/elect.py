@@ -32,6 +32,7 @@ from zklocks._cli.common import (
     not_ignored,
     seconds,
     verbose_option,
+    view_options,
 )
 from zklocks._cli.options import TEXT
 from zklocks._cli.run import RunOptions, _describe, execute, exit_unless_runnable
@@ -171,11 +172,9 @@ def leader_text(leader: Contender | None, *, stamp: bool = False) -> str:
     context_settings=CONTEXT, epilog=LEADER_EPILOG, short_help="Show who leads an election."
 )
 @click.argument("path", type=TEXT, callback=check_path)
-@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
-@click.option(
-    "--watch",
-    is_flag=True,
-    help="Keep running; print each change of leader (driven by one ZooKeeper watch).",
+@view_options(
+    json_help="Print JSON instead of text.",
+    watch_help="Keep running; print each change of leader (driven by one ZooKeeper watch).",
 )
 @connection_options
 @security_options()

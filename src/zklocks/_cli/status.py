@@ -21,6 +21,7 @@ from zklocks._cli.common import (
     client_for,
     connection_options,
     fail,
+    view_options,
 )
 from zklocks._cli.inspect import LockSummary, walk_locks
 from zklocks._cli.options import TEXT
@@ -62,11 +63,9 @@ Examples:
     short_help="Show who holds a lock and who waits.",
 )
 @click.argument("path", type=TEXT)
-@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
-@click.option(
-    "--watch",
-    is_flag=True,
-    help="Keep running and redraw on every change (driven by ZooKeeper watches).",
+@view_options(
+    json_help="Print JSON instead of a table.",
+    watch_help="Keep running and redraw on every change (driven by ZooKeeper watches).",
 )
 @connection_options
 @security_options()

@@ -26,7 +26,7 @@ from typing import Any, Protocol
 from zklocks._core import dialects as _dialects
 from zklocks._core.errors import InvalidArgument, LockTimeout
 from zklocks._core.ops import Created, Op, Pipeline
-from zklocks._vocabulary import SessionState
+from zklocks._vocabulary import SessionState, tell_each
 
 log = logging.getLogger("zklocks.lock")
 _state_log = logging.getLogger("zklocks.connection")
@@ -104,11 +104,7 @@ class StateListeners:
                 metrics.reconnected()
         if state is ConnectionState.CONNECTED:
             self._connected_before = True
-        for listener in list(self._listeners):
-            try:
-                listener(state)
-            except Exception:
-                _state_log.exception("connection listener %r failed on %s", listener, state.name)
+        tell_each(self._listeners, state, _state_log)
 
 
 def weak_method(method: Callable[[Any], object]) -> Callable[[Any], None]:

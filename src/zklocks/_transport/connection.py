@@ -97,7 +97,7 @@ from zklocks._transport.outgoing import Outgoing, RequestMeter
 from zklocks._transport.probe import ask_server
 from zklocks._transport.sasl import SASL
 from zklocks._transport.wire import Wire
-from zklocks._vocabulary import SessionListener, SessionState, Watcher
+from zklocks._vocabulary import SessionListener, SessionState, Watcher, tell_each
 
 __all__ = ["Connection"]
 
@@ -434,11 +434,7 @@ class Connection:
             return
         log.debug("session %#x: %s -> %s", self.session_id, self._state.name, state.name)
         self._state = state
-        for listener in list(self._listeners):
-            try:
-                listener(state)
-            except Exception:
-                log.exception("state listener %r failed on %s", listener, state.name)
+        tell_each(self._listeners, state, log)
 
     # ------------------------------------------------------------ the supervisor
 
