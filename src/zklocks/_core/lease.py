@@ -352,7 +352,9 @@ class Lease(LeaseBase):
 
     def __init__(self, node: str, token: int, session: SessionFacts, owner: int = 0) -> None:
         super().__init__(node, token, session, owner)
-        self._lost_event = threading.Event()
+        # Made by the first wait_lost: most leases are never waited on, and an Event (a
+        # Condition and its lock) per acquire was measurable in the many-locks benchmark.
+        self._lost_event: threading.Event | None = None
         self._releaser: Releaser | None = None  # set by the lock that granted it
 
     def release(self) -> None:
@@ -385,12 +387,21 @@ class Lease(LeaseBase):
 
     def wait_lost(self, timeout: float | None = None) -> bool:
         """Block until the lease is lost (True) or ``timeout`` seconds pass (False)."""
-        if self.lost:
+        if self.lost:  # (checks the timing, which may lose it: not under the mutex)
             return True
-        return self._lost_event.wait(timeout)
+        with self._mutex:  # the loss sets its reason under it, then wakes the event
+            if self._lost_reason is not None:
+                return True
+            if self._lost_event is None:
+                self._lost_event = threading.Event()
+            event = self._lost_event
+        return event.wait(timeout)
 
     def _wake_waiters(self) -> None:
-        self._lost_event.set()
+        with self._mutex:
+            event = self._lost_event
+        if event is not None:
+            event.set()
 
 
 class AsyncLease(LeaseBase):
