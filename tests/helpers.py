@@ -18,9 +18,10 @@ from typing import Any, TypeVar
 import pytest
 from kazoo.exceptions import NoNodeError
 
+from zklocks._core.lease import Lease
 from zklocks._core.ops import Wake
 from zklocks._protocol.errors import ZooKeeperError
-from zklocks._vocabulary import Watcher, WatchEvent
+from zklocks._vocabulary import SessionFacts, Watcher, WatchEvent
 from zklocks.server import ZooKeeperEnsemble, ZooKeeperServer
 
 T = TypeVar("T")
@@ -339,3 +340,25 @@ def native_async_sessions() -> Callable[..., Any]:
     from zklocks._asyncio.carrier import native_factory
 
     return native_factory()
+
+
+class ManualClock:
+    """A session clock the test moves by hand (``clock.now = ...``); starts at 100.0."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def lease_on(clock: ManualClock | None = None, node: str = "/locks/a/lock-0000000001") -> Lease:
+    """A sync lease with no connection behind it: its session was last answered at 100.0,
+    with a 10 s timeout, on ``clock``."""
+    facts = SessionFacts(
+        clock=clock or ManualClock(),
+        session_timeout=lambda: 10.0,
+        last_answered_sent=lambda: 100.0,
+        connected=lambda: True,
+    )
+    return Lease(node, 7, facts, owner=0x55)

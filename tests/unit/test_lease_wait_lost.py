@@ -9,39 +9,20 @@ from __future__ import annotations
 
 import threading
 
-from zklocks._core.lease import Lease
-from zklocks._vocabulary import SessionFacts
+from helpers import ManualClock, lease_on
 
 WAIT = 15.0  # the longest a woken waiter may take to return
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def lease(clock: Clock | None = None) -> Lease:
-    facts = SessionFacts(
-        clock=clock or Clock(),
-        session_timeout=lambda: 10.0,
-        last_answered_sent=lambda: 100.0,
-        connected=lambda: True,
-    )
-    return Lease("/locks/a/lock-0000000001", 7, facts, owner=0x55)
-
-
 def test_a_lease_nobody_waits_on_makes_no_event() -> None:
-    held = lease()
+    held = lease_on()
     held._mark_lost("our node was deleted", "node_deleted")
     assert held._lost_event is None
     assert held.wait_lost(0) is True
 
 
 def test_a_wait_times_out_while_held_and_then_hears_the_loss() -> None:
-    held = lease()
+    held = lease_on()
     assert held.wait_lost(0.01) is False
     results: list[bool] = []
     waiters = [
@@ -58,8 +39,8 @@ def test_a_wait_times_out_while_held_and_then_hears_the_loss() -> None:
 
 
 def test_a_loss_by_the_session_clock_ends_the_wait_at_once() -> None:
-    clock = Clock()
-    held = lease(clock)
+    clock = ManualClock()
+    held = lease_on(clock)
     clock.now = 100.0 + 60.0  # no answer for far longer than the session timeout
     assert held.wait_lost(WAIT) is True
     assert held.lost_reason == "no answer from ZooKeeper for a whole session timeout"

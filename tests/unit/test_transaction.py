@@ -14,6 +14,8 @@ from typing import Any
 import pytest
 
 import zklocks
+from helpers import ManualClock as Clock
+from helpers import lease_on
 from zklocks._core.lease import Lease
 from zklocks._frontend.transaction import TransactionBuilder
 from zklocks._protocol.errors import (
@@ -29,29 +31,13 @@ from zklocks._protocol.errors import (
 )
 from zklocks._protocol.records import Check, Create, Created, Delete, Multi, SetData, Stat
 from zklocks._protocol.session import Session
-from zklocks._vocabulary import SessionFacts
 
 NODE = "/locks/orders/lock-" + "a" * 32 + "-0000000007"
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def lease(clock: Clock | None = None) -> Lease:
     """A lease whose session was last answered at 100.0, with a 10 s timeout."""
-    clock = clock or Clock()
-    facts = SessionFacts(
-        clock=clock,
-        session_timeout=lambda: 10.0,
-        last_answered_sent=lambda: 100.0,
-        connected=lambda: True,
-    )
-    return Lease(NODE, 7, facts, owner=0x55)
+    return lease_on(clock, NODE)
 
 
 def failed_multi(results: list[Any]) -> ZooKeeperError:
