@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import signal
 import threading
 import time
 from collections.abc import Iterator, MutableSequence
@@ -23,8 +24,11 @@ from typing import Any
 
 import pytest
 from test_cli_run import finish, zklocks
+from test_cli_security import lines_until
+from test_cli_security import zklocks as run_cli
 
 import zklocks as zk
+from zklocks._server.loopback import four_letter
 from zklocks._transport import connection as _connection
 from zklocks._transport import session_bounds
 from zklocks._transport.connection import Connection
@@ -270,3 +274,24 @@ def test_a_paused_leader_loses_the_lease_with_a_truthful_reason(
         assert "no answer from ZooKeeper for a whole session timeout" not in reason, reason
         assert "proven alive at the ZooKeeper leader" in reason, reason
     stock2000.wait_for_leader(60)  # whole again for the module's next test
+
+
+def test_zklocks_server_stock_starts_members_as_zookeeper_ships() -> None:
+    """``zklocks server --ensemble 3 --stock``: `conf` refused, and `zklocks run` on its
+    defaults keeps the lock past a session timeout there (tickTime 2 s: a 10 s session)."""
+    server = run_cli("server", "--port", "0", "--ensemble", "3", "--stock")
+    try:
+        lines = lines_until(server, "Press Ctrl-C", 180)
+        assert any("as shipped: only `srvr` answers" in line for line in lines), lines
+        exports = dict(
+            line.split("export ", 1)[1].split("=", 1) for line in lines if "export " in line
+        )
+        hosts = exports["ZKLOCKS_HOSTS"]
+        port = hosts.split(",")[0].rsplit(":", 1)[1]
+        assert "not in the whitelist" in four_letter(int(port), "conf", 2.0)
+        status, _out, err = finish(zklocks(hosts, "run", "/stock/cli", "--", "sleep", "11"), 60)
+        assert status == 0, err
+    finally:
+        server.send_signal(signal.SIGINT)
+        code, _, err = finish(server, timeout=90)
+    assert code == 0, err
