@@ -16,6 +16,7 @@ import asyncio
 import logging
 import random
 import signal
+import ssl
 import threading
 import time
 from collections.abc import Iterator, MutableSequence
@@ -32,7 +33,13 @@ from zklocks._server.loopback import four_letter
 from zklocks._transport import connection as _connection
 from zklocks._transport import session_bounds
 from zklocks._transport.connection import Connection
-from zklocks.server import EnsembleMember, ZooKeeperEnsemble
+from zklocks.server import (
+    EnsembleMember,
+    ServerTLS,
+    ZooKeeperEnsemble,
+    ZooKeeperServer,
+    make_tls_files,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -295,3 +302,45 @@ def test_zklocks_server_stock_starts_members_as_zookeeper_ships() -> None:
         server.send_signal(signal.SIGINT)
         code, _, err = finish(server, timeout=90)
     assert code == 0, err
+
+
+# ------------------------------------------- the probe through TLS, SASL and a chroot
+
+
+def _bounds_of(port: int, ssl_context: Any = None) -> session_bounds.SessionBounds | str:
+    async def ask() -> session_bounds.SessionBounds | str:
+        return await session_bounds.learn_bounds(
+            ("127.0.0.1", port), ssl_context, 10.0, 10_000, 10_000
+        )
+
+    return asyncio.run(ask())
+
+
+def test_the_probe_works_through_tls_and_on_a_server_that_requires_sasl(tmp_path: Path) -> None:
+    """Two throwaway handshakes need neither a login nor anything but the client's TLS."""
+    files = make_tls_files(tmp_path)
+    tls = ServerTLS(files.server_keystore, files.ca, probe_chain=files.client_chain)
+    with ZooKeeperServer(tick_time=300, tls=tls, four_letter_words="srvr") as server:
+        context = ssl.create_default_context(cafile=str(files.ca))
+        bounds = _bounds_of(server.port, context)
+        assert isinstance(bounds, session_bounds.SessionBounds), bounds
+        assert (bounds.shortest_ms, bounds.longest_ms) == (600, 6000)
+    with ZooKeeperServer(
+        tick_time=300, sasl_users={"alice": "a-s3cret"}, enforce_auth=True, four_letter_words="srvr"
+    ) as server:
+        bounds = _bounds_of(server.port)
+        assert isinstance(bounds, session_bounds.SessionBounds), bounds
+        assert (bounds.shortest_ms, bounds.longest_ms) == (600, 6000)
+
+
+def test_a_chrooted_client_on_many_hosts_learns_the_bound(stock: ZooKeeperEnsemble) -> None:
+    session_bounds.forget_all()
+    with zk.Client(stock.hosts) as client:
+        txn = client.transaction()
+        txn.create("/stock-chroot")
+        txn.commit()
+    with zk.Client(stock.hosts + "/stock-chroot") as client:
+        timing = _connection_of(client).timing
+        assert timing is not None and timing.source.startswith("session bounds of "), timing
+        with client.lock("/in-chroot") as lease:
+            assert not lease.lost

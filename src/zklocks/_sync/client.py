@@ -47,9 +47,10 @@ class Client(LockMaker[Lock, ReadWriteLock, StartableSession]):
     lease rule on an ensemble needs; ``None`` (the default) asks the server (the ``conf``
     four-letter word, or the AdminServer) and learns a bound from the servers' session
     bounds (two throwaway handshakes, once per ensemble per process); a ``tick_time``
-    below what those bounds prove is refused at ``start()``. ``clock_drift`` (default 0.01, i.e. 1 %) is the clock-rate error every lease
-    computation allows for. See docs/locks.md, "What lost means". ``ensemble_lag`` is
-    no longer used (DeprecationWarning).
+    below what those bounds prove is refused at ``start()``. ``clock_drift`` (default
+    0.01, i.e. 1 %) is the clock-rate error every lease computation allows for. See
+    docs/locks.md, "What lost means". ``ensemble_lag`` is no longer used
+    (DeprecationWarning).
     ``session_factory`` replaces the transport (``zklocks.sim`` runs clients on its
     in-memory model this way); leave it out to talk to ZooKeeper.
 
