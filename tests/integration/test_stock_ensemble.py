@@ -29,6 +29,7 @@ from test_cli_security import lines_until
 from test_cli_security import zklocks as run_cli
 
 import zklocks as zk
+from zklocks import _exclusive
 from zklocks._server.loopback import four_letter
 from zklocks._transport import connection as _connection
 from zklocks._transport import session_bounds
@@ -344,3 +345,33 @@ def test_a_chrooted_client_on_many_hosts_learns_the_bound(stock: ZooKeeperEnsemb
         assert timing is not None and timing.source.startswith("session bounds of "), timing
         with client.lock("/in-chroot") as lease:
             assert not lease.lost
+
+
+def test_exclusive_refuses_before_the_function_runs_where_no_lease_can_be_kept(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Servers that cap sessions at 6 s on tickTime 2 s: the default client is granted 6 s,
+    too short for the rule (8.5 s), so ``exclusive`` raises ``LeaseUnkeepable`` and never
+    runs the function, sync and asyncio."""
+    with ZooKeeperEnsemble(
+        3, tick_time=2000, max_session_timeout=6000, force_sync=False, four_letter_words="srvr"
+    ) as capped:
+        monkeypatch.setenv("ZKLOCKS_HOSTS", capped.hosts)
+        ran: list[str] = []
+
+        @zk.exclusive("/stock/exclusive")
+        def job() -> None:
+            ran.append("sync")
+
+        @zk.exclusive("/stock/exclusive-async")
+        async def async_job() -> None:
+            ran.append("async")
+
+        try:
+            with pytest.raises(zk.LeaseUnkeepable, match="session_timeout of at least"):
+                job()
+            with pytest.raises(zk.LeaseUnkeepable, match="session_timeout of at least"):
+                asyncio.run(async_job())
+        finally:
+            _exclusive._clients.stop_all()  # none outlives the test (or its ensemble)
+        assert ran == []
