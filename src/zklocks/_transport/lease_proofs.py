@@ -175,16 +175,20 @@ class LeaseProofs:
             conf_task = asyncio.ensure_future(
                 learn_timing(ask.address[0], ask.address[1], ask.ssl, budget)
             )
-        if bounds is None and ask.address is not None:
-            learnt = await learn_bounds(
-                ask.address, ask.ssl, budget, ask.requested_ms, ask.granted_ms
-            )
-            if isinstance(learnt, SessionBounds):
-                bounds = learnt
-                remember_bounds(ask.hosts, bounds)
-            else:
-                why_not = learnt
-        conf = await conf_task if conf_task is not None else None
+        try:
+            if bounds is None and ask.address is not None:
+                learnt = await learn_bounds(
+                    ask.address, ask.ssl, budget, ask.requested_ms, ask.granted_ms
+                )
+                if isinstance(learnt, SessionBounds):
+                    bounds = learnt
+                    remember_bounds(ask.hosts, bounds)
+                else:
+                    why_not = learnt
+            conf = await conf_task if conf_task is not None else None
+        finally:
+            if conf_task is not None and not conf_task.done():
+                conf_task.cancel()  # start() was cancelled meanwhile
         self.bounds = bounds
         timing = _choose(option or conf, bounds) or _lease_rule.assumed_timing(rule.session_timeout)
         self._timing = timing
