@@ -6,13 +6,14 @@ import asyncio
 import contextlib
 import dataclasses
 import io
+import random
 import signal
 import socket
 import struct
 import sys
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, MutableSequence, Sequence
 from typing import Any, TypeVar
 
 import pytest
@@ -362,3 +363,21 @@ def lease_on(clock: ManualClock | None = None, node: str = "/locks/a/lock-000000
         connected=lambda: True,
     )
     return Lease(node, 7, facts, owner=0x55)
+
+
+class HostsInOrder:
+    """Stands in for ``random`` in the connection (``monkeypatch.setattr(connection,
+    "random", HostsInOrder)``): hosts are tried as listed, so a test picks the member a
+    client is on."""
+
+    @staticmethod
+    def shuffle(items: MutableSequence[Any]) -> None:
+        pass
+
+    uniform = staticmethod(random.uniform)
+
+
+def connection_of(client: Any) -> Any:
+    """The transport ``Connection`` under a started ``Client`` or ``AsyncClient``."""
+    session = client._session
+    return getattr(session, "_connection", None) or session.connection

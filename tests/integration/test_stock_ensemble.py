@@ -14,12 +14,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 import signal
 import ssl
 import threading
 import time
-from collections.abc import Iterator, MutableSequence
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,11 +28,10 @@ from test_cli_security import lines_until
 from test_cli_security import zklocks as run_cli
 
 import zklocks as zk
+from helpers import connection_of
 from zklocks import _exclusive
 from zklocks._server.loopback import four_letter
-from zklocks._transport import connection as _connection
 from zklocks._transport import session_bounds
-from zklocks._transport.connection import Connection
 from zklocks.server import (
     EnsembleMember,
     ServerTLS,
@@ -65,29 +63,6 @@ def stock2000() -> Iterator[ZooKeeperEnsemble]:
         yield ensemble
 
 
-class _InOrder:
-    """Stands in for ``random`` in the connection: hosts are tried as listed."""
-
-    @staticmethod
-    def shuffle(items: MutableSequence[Any]) -> None:
-        pass
-
-    uniform = staticmethod(random.uniform)
-
-
-@pytest.fixture
-def in_order(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_connection, "random", _InOrder)
-
-
-def _connection_of(client: zk.Client | zk.AsyncClient) -> Connection:
-    session: Any = client._session
-    conn: Connection = (
-        session.connection if isinstance(client, zk.AsyncClient) else session._connection
-    )
-    return conn
-
-
 def _library_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [
         r.getMessage()
@@ -105,7 +80,7 @@ def test_the_servers_refuse_conf_and_a_default_client_learns_a_bound(
     caplog.set_level(logging.INFO, logger="zklocks")
     session_bounds.forget_all()
     with zk.Client(stock.hosts) as client:
-        conn = _connection_of(client)
+        conn = connection_of(client)
         timing, bounds = conn.timing, conn.session_bounds
         assert timing is not None and bounds is not None
         assert timing.source.startswith("session bounds of "), timing
@@ -217,7 +192,7 @@ def test_a_paused_follower_costs_neither_the_lease_nor_the_session(
     leader = stock2000.leader()
     follower = next(m for m in stock2000.members if m is not leader)
     with zk.Client(_followers_first(stock2000, follower)) as client:
-        conn = _connection_of(client)
+        conn = connection_of(client)
         assert conn.last_host == follower.hosts
         session = conn.session_id
         lease = client.lock("/stock/pause-sync").acquire(timeout=30)
@@ -241,7 +216,7 @@ def test_a_paused_follower_costs_nothing_with_asyncio(
 
     async def scenario() -> None:
         async with zk.AsyncClient(_followers_first(stock2000, follower)) as client:
-            conn = _connection_of(client)
+            conn = connection_of(client)
             assert conn.last_host == follower.hosts
             session = conn.session_id
             lease = await client.lock("/stock/pause-async").acquire(timeout=30)
@@ -266,7 +241,7 @@ def test_a_paused_leader_loses_the_lease_with_a_truthful_reason(
     a whole session timeout" when the leader answered seconds before."""
     leader = stock2000.leader()
     with zk.Client(_followers_first(stock2000, leader)) as client:
-        assert _connection_of(client).last_host == leader.hosts
+        assert connection_of(client).last_host == leader.hosts
         session = client.session_timeout
         lease = client.lock("/stock/pause-leader").acquire(timeout=30)
         paused = time.monotonic()
@@ -341,7 +316,7 @@ def test_a_chrooted_client_on_many_hosts_learns_the_bound(stock: ZooKeeperEnsemb
         txn.create("/stock-chroot")
         txn.commit()
     with zk.Client(stock.hosts + "/stock-chroot") as client:
-        timing = _connection_of(client).timing
+        timing = connection_of(client).timing
         assert timing is not None and timing.source.startswith("session bounds of "), timing
         with client.lock("/in-chroot") as lease:
             assert not lease.lost
