@@ -71,6 +71,10 @@ def test_the_problem_names_cause_and_fix() -> None:
     assert "4 s session" in problem and "tickTime 2 s" in problem
     assert "session_timeout of at least 8.5" in problem
     assert lease_proofs._problem(SyncChain(10.0, 0.01, Timing(2.0, OPTION)), "zk1:2181") is None
+    raised = SessionBounds(4000, 60000, "zk1:2181")  # maxSessionTimeout raised to 60 s
+    loose = SyncChain(10.0, 0.01, Timing(raised.tick_bound, raised.describe()))
+    problem = lease_proofs._problem(loose, "zk1:2181", raised)
+    assert problem is not None and "tickTime 3 s" in problem and "tick_time=" in problem
     assumed = SyncChain(10.0, 0.01, Timing(5.0, "assumed"))
     problem = lease_proofs._problem(assumed, "zk1:2181")
     assert problem is not None and "tick_time=" in problem

@@ -78,7 +78,12 @@ def _choose(
     return given
 
 
-def _problem(rule: _lease_rule.SyncChain, host: str | None, why_not: str = "") -> str | None:
+def _problem(
+    rule: _lease_rule.SyncChain,
+    host: str | None,
+    bounds: SessionBounds | None = None,
+    why_not: str = "",
+) -> str | None:
     """Why no lease can be kept on this ensemble with this session, with the fix; None
     when one can. ``why_not``: why the session bounds could not be learnt."""
     timing = rule.timing
@@ -95,12 +100,19 @@ def _problem(rule: _lease_rule.SyncChain, host: str | None, why_not: str = "") -
         )
     if rule.sustainable():
         return None
+    loose = ""
+    if bounds is not None and not bounds.agree and timing.source == bounds.describe():
+        loose = (
+            ", or, if the servers' maxSessionTimeout or minSessionTimeout was raised "
+            "(the bounds are not ZooKeeper's 2 and 20 ticks), pass their real tickTime: "
+            "tick_time= (CLI: --tick-time)"
+        )
     return (
         f"cannot keep a lease on the ensemble of {host} with a {session:g} s session: "
         f"with tickTime {timing.tick:g} s (from the {timing.source}) a lease proven "
         "through the leader is about 3 sync intervals plus a tick old, more than the "
         f"session allows: use a session_timeout of at least {rule.shortest_session():.3g} s "
-        "(CLI: --session-timeout)"
+        f"(CLI: --session-timeout){loose}"
     )
 
 
@@ -195,7 +207,7 @@ class LeaseProofs:
         if not isinstance(rule, _lease_rule.SyncChain):
             return False  # a planted rule (the nemesis' checker must catch it)
         rule.timing = timing
-        self.problem = _problem(rule, ask.host, why_not)
+        self.problem = _problem(rule, ask.host, bounds, why_not)
         if self.problem is not None:
             log.warning("%s", self.problem)
         else:
