@@ -17,7 +17,8 @@ as a Python user expects::
      +-- AccessDenied                             ZooKeeper refused an operation (ACL), or a
      |                                            lock directory's ACL is weaker than asked
      +-- TransactionFailed                        an op of a transaction was refused; none
-                                                  of its ops was applied
+     |                                            of its ops was applied
+     +-- NoNode             (also LookupError)    ``client.get`` of a node that does not exist
 
 ZooKeeper's own refusals (``zklocks._protocol.errors``) never escape a lock call bare:
 an unexpected one is raised as ``LockError`` with the original as ``__cause__``.
@@ -42,6 +43,7 @@ __all__ = [
     "LockError",
     "LockLost",
     "LockTimeout",
+    "NoNode",
     "NotHeld",
     "TransactionFailed",
 ]
@@ -57,6 +59,25 @@ class LockTimeout(LockError, TimeoutError):
 
 class LockLost(LockError):
     """The lease was lost (session expired, node deleted, or cut off too long)."""
+
+
+class NoNode(LockError, LookupError):
+    """The node a read asked for (``client.get``, ``client.get_children``) does not exist.
+
+    A ``LookupError`` too, as ``KeyError`` is: the node is a key that is not there.
+    ``path`` is the node's path as the caller named it (inside the client's chroot).
+    """
+
+    def __init__(self, message: str, *, path: str) -> None:
+        super().__init__(message)
+        self.path = path
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild_no_node, (str(self), self.path))
+
+
+def _rebuild_no_node(message: str, path: str) -> NoNode:
+    return NoNode(message, path=path)
 
 
 class NotHeld(LockError, RuntimeError):

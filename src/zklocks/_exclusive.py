@@ -120,7 +120,8 @@ def exclusive(
     give, as for the command line; a bad variable raises ``InvalidArgument`` at the
     first call. A lease lost while the function ran (the session expired, say) raises
     ``zklocks.LockLost`` when it returns. Calls that hold ``path`` already in the same
-    thread (recursion) raise ``AlreadyHeld``.
+    thread (recursion) raise ``AlreadyHeld``. Inside the function,
+    ``zklocks.current_lease()`` is the call's lease (``.token`` for a fenced write).
 
     Raises ``InvalidPath`` or ``InvalidArgument`` for bad arguments, at decoration.
     See docs/recipes.md for Celery, gunicorn, FastAPI and multiprocessing.
