@@ -54,7 +54,26 @@ class LockError(Exception):
 
 
 class LockTimeout(LockError, TimeoutError):
-    """The lock was not acquired before the timeout; no node of ours is left behind."""
+    """The lock was not acquired before the timeout; no node of ours is left behind.
+
+    ``path`` is the lock's path (None where no one lock is meant, as for a multi-lock's
+    connection wait). ``holder`` is the ``zklocks.Contender`` that held it when the
+    wait ended, where the waiter knew it: it was waiting on the holder's own node, whose
+    data its watch had read (second in line; for a reader, the writer before it). Else
+    None. The message names the holder as the command line does.
+    """
+
+    def __init__(self, message: str, *, path: str | None = None, holder: Any = None) -> None:
+        super().__init__(message)
+        self.path = path
+        self.holder = holder
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild_timeout, (str(self), self.path, self.holder))
+
+
+def _rebuild_timeout(message: str, path: str | None, holder: Any) -> LockTimeout:
+    return LockTimeout(message, path=path, holder=holder)
 
 
 class LockLost(LockError):

@@ -110,7 +110,8 @@ def fresh_state(state: Mapping[str, Any], now: dt.datetime) -> dict[str, Any]:
     what ``status`` would print now, since no watch has fired since it was read."""
     moved = dict(state)
     moved["at"] = json_time(now)
-    since = (now - dt.datetime.fromisoformat(state["at"])).total_seconds()
+    timed = any(entry.get("held_s") is not None for entry in state["holders"])
+    since = (now - dt.datetime.fromisoformat(state["at"])).total_seconds() if timed else 0.0
     for side in ("holders", "waiters"):
         moved[side] = [_aged(entry, now, since) for entry in state[side]]
     return moved
