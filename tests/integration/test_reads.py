@@ -203,6 +203,11 @@ def test_async_reads_and_one_shot_watches_match_the_sync_client(
                 await client.get("/app/none")
             with pytest.raises(zklocks.InvalidArgument):
                 await client.get("/app", watch=42)  # type: ignore[arg-type]
+
+            async def not_awaited(event: zklocks.WatchedEvent) -> None: ...
+
+            with pytest.raises(zklocks.InvalidArgument, match="async function"):
+                await client.exists("/app", watch=not_awaited)
             await asyncio.to_thread(kazoo.set, f"{base}/app/config", b"v2")
             await asyncio.wait_for(fired.wait(), WAIT)
             await asyncio.to_thread(kazoo.set, f"{base}/app/config", b"v3")

@@ -21,6 +21,7 @@ twice on one node is called once, as in ZooKeeper's own clients.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Generator
 from typing import Any, NoReturn
 
@@ -57,7 +58,13 @@ def node_path(path: object) -> str:
 
 
 def watcher_of(watch: object) -> Watcher | None:
-    """``watch=`` checked: None, or a callable that takes one ``WatchedEvent``."""
+    """``watch=`` checked: None, or a callable that takes one ``WatchedEvent``. An ``async
+    def`` is refused: called, it would make a coroutine that nobody awaits."""
+    if inspect.iscoroutinefunction(watch):
+        raise InvalidArgument(
+            "watch must be a plain callable, not an async function: "
+            "start a task from it for async work (loop.create_task)"
+        )
     if watch is None or callable(watch):
         return watch
     raise InvalidArgument(f"watch must be a callable taking a WatchedEvent, or None, not {watch!r}")
