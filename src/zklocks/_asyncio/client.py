@@ -134,15 +134,18 @@ class AsyncClient(LockMaker[AsyncLock, AsyncReadWriteLock, StartableCarrier]):
         """``(data, stat)`` of the node at ``path``; ``zklocks.NoNode`` if there is none
         (see ``Client.get``). ``watch`` is called once, on this client's event loop, with
         a ``zklocks.WatchedEvent``: it must not block (start a task to read again)."""
-        return await self._read(_reads.get, path, watch)  # type: ignore[no-any-return]
+        data_and_stat: tuple[bytes, Stat] = await self._read(_reads.get, path, watch)
+        return data_and_stat
 
     async def exists(self, path: str, watch: UserWatch | None = None) -> Stat | None:
         """The ``Stat`` of the node at ``path``, or None (see ``Client.exists``)."""
-        return await self._read(_reads.exists, path, watch)  # type: ignore[no-any-return]
+        stat: Stat | None = await self._read(_reads.exists, path, watch)
+        return stat
 
     async def get_children(self, path: str, watch: UserWatch | None = None) -> list[str]:
         """The names of the children of ``path`` (see ``Client.get_children``)."""
-        return await self._read(_reads.get_children, path, watch)  # type: ignore[no-any-return]
+        names: list[str] = await self._read(_reads.get_children, path, watch)
+        return names
 
     async def _read(self, read: _reads.Read, path: object, watch: object) -> Any:
         checked, watcher = _reads.node_path(path), _reads.watcher_of(watch)

@@ -95,7 +95,7 @@ def get_children(path: str, watcher: Watcher | None) -> Generator[Op, Any, list[
     node itself is deleted."""
     reply = yield from _read(GetChildren(path), watcher)
     if isinstance(reply, list):
-        return [name for name in reply if isinstance(name, str)]
+        return list(reply)
     if isinstance(reply, NoNodeError):
         raise _no_node(path, reply)
     _refused(reply, path, "list")

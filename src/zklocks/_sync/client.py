@@ -182,18 +182,21 @@ class Client(LockMaker[Lock, ReadWriteLock, StartableSession]):
         on a thread of the client's, so they may call the client. Waits for a connection
         while the session lives; ``InvalidPath``, ``ClientClosed``, ``AccessDenied``.
         """
-        return self._read(_reads.get, path, watch)  # type: ignore[no-any-return]
+        data_and_stat: tuple[bytes, Stat] = self._read(_reads.get, path, watch)
+        return data_and_stat
 
     def exists(self, path: str, watch: UserWatch | None = None) -> Stat | None:
         """The ``Stat`` of the node at ``path``, or None if there is none. ``watch`` (as
         for ``get``) is set either way: on a missing node it fires when it is created."""
-        return self._read(_reads.exists, path, watch)  # type: ignore[no-any-return]
+        stat: Stat | None = self._read(_reads.exists, path, watch)
+        return stat
 
     def get_children(self, path: str, watch: UserWatch | None = None) -> list[str]:
         """The names (not paths) of the children of ``path``; ``zklocks.NoNode`` if it
         does not exist. ``watch`` (as for ``get``) fires when a child is added or removed,
         or the node is deleted."""
-        return self._read(_reads.get_children, path, watch)  # type: ignore[no-any-return]
+        names: list[str] = self._read(_reads.get_children, path, watch)
+        return names
 
     def _read(self, read: _reads.Read, path: object, watch: object) -> Any:
         driver.warn_if_in_event_loop(stacklevel=4)
