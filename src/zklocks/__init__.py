@@ -22,7 +22,7 @@ from zklocks._asyncio.locks import AsyncLock, AsyncReadWriteLock
 from zklocks._asyncio.transaction import AsyncTransaction
 from zklocks._core.contenders import Contender
 from zklocks._core.events import ConnectionState
-from zklocks._core.lease import AsyncLease, Lease
+from zklocks._core.lease import AsyncLease, Lease, current_lease
 from zklocks._core.security import ACL
 from zklocks._errors import (
     AccessDenied,
@@ -35,15 +35,18 @@ from zklocks._errors import (
     LockError,
     LockLost,
     LockTimeout,
+    NoNode,
     NotHeld,
     TransactionFailed,
 )
 from zklocks._exclusive import exclusive
+from zklocks._protocol.records import Stat
 from zklocks._sync.client import Client
 from zklocks._sync.election import Election, MultiLock
 from zklocks._sync.locks import Lock, ReadWriteLock
 from zklocks._sync.transaction import Transaction
 from zklocks._transport.sasl import SASL
+from zklocks._vocabulary import WatchedEvent, WatchKind
 
 __version__ = "0.1.0"
 
@@ -78,10 +81,15 @@ __all__ = [
     "LockLost",
     "LockTimeout",
     "MultiLock",
+    "NoNode",
     "NotHeld",
     "ReadWriteLock",
+    "Stat",
     "Transaction",
     "TransactionFailed",
+    "WatchKind",
+    "WatchedEvent",
     "__version__",
+    "current_lease",
     "exclusive",
 ]

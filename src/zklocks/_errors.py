@@ -20,7 +20,8 @@ as a Python user expects::
      +-- AccessDenied                             ZooKeeper refused an operation (ACL), or a
      |                                            lock directory's ACL is weaker than asked
      +-- TransactionFailed                        an op of a transaction was refused; none
-                                                  of its ops was applied
+     |                                            of its ops was applied
+     +-- NoNode             (also LookupError)    ``client.get`` of a node that does not exist
 
 ZooKeeper's own refusals (``zklocks._protocol.errors``) never escape a lock call bare:
 an unexpected one is raised as ``LockError`` with the original as ``__cause__``.
@@ -46,6 +47,7 @@ __all__ = [
     "LockError",
     "LockLost",
     "LockTimeout",
+    "NoNode",
     "NotHeld",
     "TransactionFailed",
 ]
@@ -56,7 +58,26 @@ class LockError(Exception):
 
 
 class LockTimeout(LockError, TimeoutError):
-    """The lock was not acquired before the timeout; no node of ours is left behind."""
+    """The lock was not acquired before the timeout; no node of ours is left behind.
+
+    ``path`` is the lock's path (None where no one lock is meant, as for a multi-lock's
+    connection wait). ``holder`` is the ``zklocks.Contender`` that held it when the
+    wait ended, where the waiter knew it: it was waiting on the holder's own node, whose
+    data its watch had read (second in line; for a reader, the writer before it). Else
+    None. The message names the holder as the command line does.
+    """
+
+    def __init__(self, message: str, *, path: str | None = None, holder: Any = None) -> None:
+        super().__init__(message)
+        self.path = path
+        self.holder = holder
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild_timeout, (str(self), self.path, self.holder))
+
+
+def _rebuild_timeout(message: str, path: str | None, holder: Any) -> LockTimeout:
+    return LockTimeout(message, path=path, holder=holder)
 
 
 class LockLost(LockError):
@@ -72,6 +93,24 @@ class LeaseUnkeepable(LockError):
     The message names the cause and the fix (a longer ``session_timeout``, or
     ``tick_time=``); the command line exits with EX_CONFIG (78). Nothing was created.
     """
+
+class NoNode(LockError, LookupError):
+    """The node a read asked for (``client.get``, ``client.get_children``) does not exist.
+
+    A ``LookupError`` too, as ``KeyError`` is: the node is a key that is not there.
+    ``path`` is the node's path as the caller named it (inside the client's chroot).
+    """
+
+    def __init__(self, message: str, *, path: str) -> None:
+        super().__init__(message)
+        self.path = path
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild_no_node, (str(self), self.path))
+
+
+def _rebuild_no_node(message: str, path: str) -> NoNode:
+    return NoNode(message, path=path)
 
 
 class NotHeld(LockError, RuntimeError):

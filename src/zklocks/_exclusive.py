@@ -132,7 +132,9 @@ def exclusive(
     ``on_loss="cancel"`` the function is stopped at the loss instant, as ``lock.hold()``
     does (an async function's task is cancelled; a sync function gets ``LockLost``
     raised in its thread between bytecodes), for work that cannot be fenced. Calls that
-    hold ``path`` already in the same thread (recursion) raise ``AlreadyHeld``.
+    hold ``path`` already in the same thread (recursion) raise ``AlreadyHeld``. Inside
+    the function, ``zklocks.current_lease()`` is the call's lease (``.token`` for a
+    fenced write).
 
     Raises ``InvalidPath`` or ``InvalidArgument`` for bad arguments, at decoration.
     See docs/recipes.md for Celery, gunicorn, FastAPI and multiprocessing.

@@ -22,6 +22,7 @@ __all__ = [
     "SessionState",
     "WatchEvent",
     "WatchKind",
+    "WatchedEvent",
     "Watcher",
     "tell_each",
 ]
@@ -59,11 +60,21 @@ class WatchKind(enum.Enum):
 
 
 @dataclass(frozen=True, slots=True)
-class WatchEvent:
-    """A fired watch: what happened (``kind``) to which path, as the client names it."""
+class WatchedEvent:
+    """A fired watch: what happened (``kind``, a ``WatchKind``) to which ``path``, as the
+    client names it (inside its chroot).
+
+    Public as ``zklocks.WatchedEvent``: what a read's ``watch=`` callable is given. The
+    lock flows hear the same events on their own watches.
+    """
 
     kind: WatchKind
     path: str
+
+
+# The layers' own name for it (the connection, the drivers, the flows and the simulator
+# all say ``WatchEvent``): one class, so a user's watch and a flow's hear the same thing.
+WatchEvent = WatchedEvent
 
 
 Watcher = Callable[[WatchEvent], Any]

@@ -50,3 +50,15 @@ def test_a_cached_document_is_aged_to_now_and_the_oldest_hold_counts_from_creati
     view = LockView("/l", "read/write", state)
     assert view.oldest_hold(now) == 90.0 and view.token == 9
     assert LockView("/l", "lock", {**state, "holders": []}).oldest_hold(now) == 0.0
+
+
+def test_a_grant_the_feed_saw_times_the_hold_from_it_not_from_creation() -> None:
+    joined = dt.datetime(2026, 1, 1, 12, 0, 0, tzinfo=dt.timezone.utc)
+    read = joined + dt.timedelta(seconds=50)  # granted (and read) after 50 s in line
+    holder = {"node": "/l/elect-1", "joined": joined.isoformat(), "age_s": 50.0, "held_s": 0.0}
+    state = {"holders": [holder], "waiters": [], "token": 3, "at": read.isoformat()}
+    now = read + dt.timedelta(seconds=8)
+    assert fresh_state(state, now)["holders"][0]["held_s"] == 8.0
+    view = LockView("/l", "election", state, {"/l/elect-1": read.timestamp()})
+    assert view.oldest_hold(now) == 8.0  # not 58: the wait is not a hold
+    assert LockView("/l", "election", state).oldest_hold(now) == 58.0  # grant unseen

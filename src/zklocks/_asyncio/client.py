@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from zklocks._asyncio import driver
 from zklocks._asyncio.carrier import StartableCarrier, native_factory
@@ -11,12 +12,15 @@ from zklocks._asyncio.election import AsyncElection, AsyncMultiLock
 from zklocks._asyncio.locks import AsyncLock, AsyncReadWriteLock
 from zklocks._asyncio.transaction import AsyncTransaction
 from zklocks._core import events as _events
+from zklocks._core import reads as _reads
 from zklocks._core import revoke as _revoke
 from zklocks._core import validate as _validate
 from zklocks._core.events import ConnectionState
 from zklocks._core.flow import Acquired
 from zklocks._core.lease import AsyncLease
 from zklocks._core.nodes import ELECTION_KIND
+from zklocks._core.ops import Stat
+from zklocks._core.reads import UserWatch
 from zklocks._frontend.holdings import LockConfig
 from zklocks._frontend.lockmaker import LockMaker, SessionFactory, show_concrete_types
 from zklocks._frontend.options import Security
@@ -123,6 +127,29 @@ class AsyncClient(LockMaker[AsyncLock, AsyncReadWriteLock, StartableCarrier]):
         flow = _revoke.revoke(_validate.lock_path(path))
         asked: int = await driver.run(flow, self._session_or_raise())
         return asked
+
+    # -- reads ---------------------------------------------------------------------------
+
+    async def get(self, path: str, watch: UserWatch | None = None) -> tuple[bytes, Stat]:
+        """``(data, stat)`` of the node at ``path``; ``zklocks.NoNode`` if there is none
+        (see ``Client.get``). ``watch`` is called once, on this client's event loop, with
+        a ``zklocks.WatchedEvent``: it must not block (start a task to read again)."""
+        data_and_stat: tuple[bytes, Stat] = await self._read(_reads.get, path, watch)
+        return data_and_stat
+
+    async def exists(self, path: str, watch: UserWatch | None = None) -> Stat | None:
+        """The ``Stat`` of the node at ``path``, or None (see ``Client.exists``)."""
+        stat: Stat | None = await self._read(_reads.exists, path, watch)
+        return stat
+
+    async def get_children(self, path: str, watch: UserWatch | None = None) -> list[str]:
+        """The names of the children of ``path`` (see ``Client.get_children``)."""
+        names: list[str] = await self._read(_reads.get_children, path, watch)
+        return names
+
+    async def _read(self, read: _reads.Read, path: object, watch: object) -> Any:
+        checked, watcher = _reads.node_path(path), _reads.watcher_of(watch)
+        return await driver.run(read(checked, watcher), self._session_or_raise())
 
     # -- for the lock classes -----------------------------------------------------------
 

@@ -59,7 +59,7 @@ async def execute(op: ops.Op, session: AsyncCarrier, inbox: Inbox) -> ops.Reply:
     if early is not None:
         return early
     if isinstance(op, ops.Pipeline):
-        watcher = inbox.put if op.watch else None
+        watcher = op.watcher or (inbox.put if op.watch else None)
         return tuple(await session.call(op.requests, op.deadline, watcher))
     if isinstance(op, ops.Wait):
         return await inbox.take(op.deadline, clock)

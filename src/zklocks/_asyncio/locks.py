@@ -13,6 +13,7 @@ from typing import Literal, overload
 
 from zklocks._asyncio import driver
 from zklocks._asyncio.carrier import AsyncCarrier
+from zklocks._core import current as _current
 from zklocks._asyncio.hold import AsyncHold
 from zklocks._core import validate as _validate
 from zklocks._core.contenders import Contender
@@ -136,9 +137,12 @@ class AsyncLock(LockCore[AsyncLease]):
         )
 
     async def __aenter__(self) -> AsyncLease:
-        return await self.acquire()
+        lease = await self.acquire()
+        _current.entered(lease)  # zklocks.current_lease() inside the block
+        return lease
 
     async def __aexit__(self, *exc_info: object) -> None:
+        _current.left()
         await driver.run(operations.leave(self, _current_task(), exc_info[1] is not None))
 
 

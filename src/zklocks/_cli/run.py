@@ -7,7 +7,8 @@ Theory of operation
    where a handler can act at once.
 2. **Wait** for the lock in the main thread. A signal raises ``_Interrupted`` inside the
    acquire flow, which deletes our node on its way out (every way out does); then we
-   close the session and exit 128+signal (130 for Ctrl-C). Not acquired in time: 75.
+   close the session and exit 128+signal (130 for Ctrl-C). Not acquired in time: 75
+   (or ``-E N``), said on stderr unless ``-q``, as cron jobs want under ``flock(1)``.
 3. **Run** the command with ``ZKLOCKS_TOKEN``/``ZKLOCKS_NODE``/``ZKLOCKS_PATH`` set. One
    event wakes the main loop: the command exited (a waiter thread), a signal arrived
    (the handler), or the lease was lost (its lost-callback, on the client's event
@@ -20,7 +21,9 @@ Theory of operation
    the command is asked to finish, and its own exit status is ours. We never release
    while the command may still run: the lock protects its work, not ours.
 5. **Release**, close the session (the server drops any node of ours at once), exit with
-   the command's status, 76 if the lease was lost, 128+signal if we were signalled.
+   the command's status, 76 if the lease was lost while it ran, 128+signal if we were
+   signalled. A lease lost only after the command exited is said, and the command's
+   status stands: its work was done under the lock.
 
 A stop signal that we were started with ignored (``nohup``'s SIGHUP, the SIGINT and
 SIGQUIT of a script's ``&``) stays ignored, for us and for the command, as under a shell.
@@ -76,6 +79,7 @@ from zklocks._cli.sanitise import cannot, clean
 from zklocks._cli.security import Security, security_options
 from zklocks._cli.supervise import STOP_SIGNALS, Supervisor, note
 from zklocks._core.errors import AccessDenied, LeaseUnkeepable, LockError, LockTimeout
+from zklocks._core.lease import Lease
 from zklocks._sync.client import Client
 from zklocks._sync.locks import Lock
 
@@ -84,6 +88,7 @@ Examples:
   zklocks run /locks/backup -- ./backup.sh --full
   zklocks run /locks/report --timeout 30 -- make report
   zklocks run /locks/deploy --non-blocking -- ./deploy.sh || echo "busy, skipped"
+  zklocks run /locks/cron -n -q -E 0 -- ./job.sh    # cron: a busy lock is a quiet skip
   zklocks run /locks/db --read  -- ./dump.sh        # shared with other readers
   zklocks run /locks/db --write -- ./migrate.sh     # alone
   zklocks run /locks/api --semaphore 3 -- ./call-api.sh
@@ -96,9 +101,9 @@ The command sees ZKLOCKS_TOKEN (the fencing token: pass it to what the lock prot
 ZKLOCKS_NODE (our contender node) and ZKLOCKS_PATH.
 
 \b
-Exit status: the command's own; 75 not acquired (--timeout, --non-blocking);
-76 the lock was lost while the command ran (it was stopped; --max-hold passing is a
-loss); 130 interrupted (Ctrl-C);
+Exit status: the command's own; 75 not acquired (--timeout, --non-blocking; or
+-E N); 76 the lock was lost while the command ran (it was stopped; --max-hold passing
+is a loss; lost only after it exited: its own status); 130 interrupted (Ctrl-C);
 69 ZooKeeper unreachable; 78 no lease can be kept with this session on these servers
 (the message names the fix, e.g. a longer --session-timeout; the command is not run);
 126/127 the command could not be run; 2 usage error.
@@ -136,6 +141,8 @@ class RunOptions:
     layout: str = "zklocks"
     max_hold: float | None = None  # the lease is lost (the command stopped) after this
     on_revoke: str = "term"  # term: SIGTERM the command when asked to let go; or ignore
+    quiet: bool = False  # say nothing when not acquired
+    conflict_exit_code: int = EX_NOT_ACQUIRED  # the status when not acquired
 
     @property
     def held(self) -> str:
@@ -177,6 +184,21 @@ def exit_unless_runnable(command: tuple[str, ...]) -> None:
 )
 @timeout_option("Give up (exit 75) when not acquired in time. Default: wait as long as it takes.")
 @non_blocking_option("Give up at once (exit 75) when someone else holds it.")
+@click.option(
+    "-q",
+    "--quiet",
+    is_flag=True,
+    help="Say nothing when not acquired (--non-blocking, --timeout): a cron job's skip.",
+)
+@click.option(
+    "-E",
+    "--conflict-exit-code",
+    type=click.IntRange(0, 255),
+    default=EX_NOT_ACQUIRED,
+    show_default=True,
+    metavar="N",
+    help="The exit status when not acquired (--non-blocking, --timeout), as flock(1)'s -E.",
+)
 @identifier_option("How `zklocks status` names us. Default: the command line.")
 @kill_after_option
 @click.option(
@@ -210,6 +232,8 @@ def run(
     layout: str,
     timeout: float | None,
     non_blocking: bool,
+    quiet: bool,
+    conflict_exit_code: int,
     identifier: str | None,
     kill_after: float,
     max_hold: float | None,
@@ -259,6 +283,8 @@ def run(
         layout=layout,
         max_hold=max_hold,
         on_revoke=on_revoke,
+        quiet=quiet,
+        conflict_exit_code=conflict_exit_code,
     )
     sys.exit(execute(options))
 
@@ -367,18 +393,20 @@ class _Run:
         except LockError as error:
             fail(cannot("take", self.options.path, error))
         if lease is None:
-            note(self._not_acquired(lock))
-            return EX_NOT_ACQUIRED
+            if not self.options.quiet:
+                note(self._not_acquired(lock))
+            return self.options.conflict_exit_code
         if self.options.verbose:
             waited = seconds(time.monotonic() - started)
             note(f"acquired {lease.node} (token {lease.token}) after {waited}")
         try:
             if self.options.command:
                 status = self.supervisor.run(lease)
+                self.supervisor.lost_afterwards(lease)  # said; the status stands
             else:
                 status = hold(self.options.path, lease, self.stops, held=self.options.held)
         finally:
-            self._release(lock)
+            self._release(lock, lease)
         return status
 
     def _not_acquired(self, lock: Lock) -> str:
@@ -402,11 +430,14 @@ class _Run:
         more = f" and {len(holders) - 3} more" if len(holders) > 3 else ""
         return f"{o.path}: {why}; held by {who}{more}"
 
-    def _release(self, lock: Lock) -> None:
+    def _release(self, lock: Lock, lease: Lease) -> None:
         if not self.client.connected:
             # Cut off: a delete would wait for the connection. Closing the session ends
-            # it (or the server expires it): either way our node goes.
-            note(f"not connected to ZooKeeper; {self.options.path} is freed when our session ends")
+            # it (or the server expires it): either way our node goes. A lost lease was
+            # said already, with why ("the session expired": nothing is left to free).
+            if not lease.lost:
+                path = self.options.path
+                note(f"not connected to ZooKeeper; {path} is freed when our session ends")
             return
         try:
             lock.release()

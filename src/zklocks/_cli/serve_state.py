@@ -17,6 +17,12 @@ watches, so the feed adds them again first. While ZooKeeper is unreachable the f
 calls wait for the reconnection; the Board keeps the last pass, and ``connected`` says
 whether to trust it.
 
+A holder's hold is timed from its grant where the feed saw it wait (the pass after the
+watch that woke it, as ``status --watch`` times it): a node's age counts its wait too,
+and a leader that queued for an hour must not read as held for an hour. A holder that
+was already holding when ``serve`` started, or was granted at once, is timed from its
+node's creation.
+
 A lock that empties keeps its place on the Board (zero holders, zero waiters) while its
 directory node exists, so "nobody leads" is a value an alert can see rather than a
 series that vanished.
@@ -32,7 +38,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from zklocks._cli.inspect import LockSummary, walk_locks
-from zklocks._cli.status_view import json_time, snapshot
+from zklocks._cli.status_view import json_time, note_grants, snapshot
 from zklocks._core.errors import ClientClosed, LockError
 from zklocks._core.flow import access_denied
 from zklocks._protocol.constants import AddWatchMode
@@ -63,6 +69,7 @@ class LockView:
     path: str
     kind: str  # "lock", "read/write", "semaphore(3)", "election", ... (as `zklocks ls`)
     state: Mapping[str, Any]
+    granted: Mapping[str, float] = dataclasses.field(default_factory=dict)  # node: epoch s
 
     @property
     def holders(self) -> Sequence[Mapping[str, Any]]:
@@ -78,10 +85,16 @@ class LockView:
         return self.state["token"]  # type: ignore[no-any-return]
 
     def oldest_hold(self, now: dt.datetime) -> float:
-        """Seconds since the oldest holder's node was created (as ``status`` counts), 0
-        with no holder."""
-        joined = [dt.datetime.fromisoformat(h["joined"]) for h in self.holders]
-        return max(((now - j).total_seconds() for j in joined), default=0.0)
+        """Seconds the oldest holder has held: since its grant where the feed saw it, else
+        since its node was created (as ``status`` counts); 0 with no holder."""
+        held = [self._held_since(h) for h in self.holders]
+        return max((max(0.0, now.timestamp() - since) for since in held), default=0.0)
+
+    def _held_since(self, holder: Mapping[str, Any]) -> float:
+        granted = self.granted.get(holder.get("node", ""))
+        if granted is not None:
+            return granted
+        return dt.datetime.fromisoformat(holder["joined"]).timestamp()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,14 +110,19 @@ def fresh_state(state: Mapping[str, Any], now: dt.datetime) -> dict[str, Any]:
     what ``status`` would print now, since no watch has fired since it was read."""
     moved = dict(state)
     moved["at"] = json_time(now)
+    timed = any(entry.get("held_s") is not None for entry in state["holders"])
+    since = (now - dt.datetime.fromisoformat(state["at"])).total_seconds() if timed else 0.0
     for side in ("holders", "waiters"):
-        moved[side] = [_aged(entry, now) for entry in state[side]]
+        moved[side] = [_aged(entry, now, since) for entry in state[side]]
     return moved
 
 
-def _aged(entry: Mapping[str, Any], now: dt.datetime) -> dict[str, Any]:
+def _aged(entry: Mapping[str, Any], now: dt.datetime, since: float) -> dict[str, Any]:
     joined = dt.datetime.fromisoformat(entry["joined"])
-    return {**entry, "age_s": round(max(0.0, (now - joined).total_seconds()), 3)}
+    aged = {**entry, "age_s": round(max(0.0, (now - joined).total_seconds()), 3)}
+    if entry.get("held_s") is not None:  # a grant the feed saw: timed from it
+        aged["held_s"] = round(entry["held_s"] + max(0.0, since), 3)
+    return aged
 
 
 def _kind_of(state: Mapping[str, Any], summary: LockSummary | None, before: str) -> str:
@@ -128,6 +146,9 @@ class Feed:
         self._everything_dirty = False
         self._stopping = False
         self._watched_session: int | None = None
+        # per lock path: the nodes seen waiting, and when each was seen granted (epoch s)
+        self._seen_waiting: dict[str, set[str]] = {}
+        self._granted: dict[str, dict[str, float]] = {}
         self._thread = threading.Thread(target=self._run, name="zklocks-serve-feed")
 
     # -- lifecycle -----------------------------------------------------------------------
@@ -236,7 +257,13 @@ class Feed:
             if empty and state["acl"] is None:
                 continue  # its directory is gone: so is the lock
             kind = _kind_of(state, summary, before.kind if before else "lock")
-            locks[path] = LockView(path, kind, state)
+            waiting = self._seen_waiting.setdefault(path, set())
+            granted = self._granted.setdefault(path, {})
+            note_grants(state, waiting, granted, dt.datetime.now(tz=dt.timezone.utc).timestamp())
+            locks[path] = LockView(path, kind, state, dict(granted))
+        for gone in set(self._granted) - set(locks):
+            self._granted.pop(gone, None)
+            self._seen_waiting.pop(gone, None)
         return Board(locks, dt.datetime.now(tz=dt.timezone.utc))
 
 

@@ -132,6 +132,9 @@ def ls(root: str, as_json: bool, hosts: str, connect_timeout: float, security: S
         root = _path_argument(root)
     with client_for("list", root, hosts, connect_timeout, security) as client:
         summaries = client._run(walk_locks(root))
+        missing = not summaries and client.exists(root) is None
+    if missing:  # as status and leader: a typo'd root is not "no locks"
+        fail(f"no such path: {root} does not exist", EX_NOINPUT)
     if as_json:
         click.echo(json.dumps([_summary_json(s) for s in summaries], indent=2))
         return

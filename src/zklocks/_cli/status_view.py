@@ -77,6 +77,28 @@ def _entry(place: Place, now: dt.datetime) -> dict[str, Any]:
     }
 
 
+def note_grants(
+    state: dict[str, Any], seen_waiting: set[str], granted_at: dict[str, float], now: float
+) -> None:
+    """Remember when a node we saw waiting became a holder: its held time is then known
+    (``held_s``), where a node's age counts its wait too. ``now`` on any one clock;
+    ``status --watch`` and ``serve`` both time grants this way, from the watch that
+    woke them."""
+    for entry in state["waiters"]:
+        seen_waiting.add(entry["node"])
+    present = {e["node"] for e in state["holders"]} | {e["node"] for e in state["waiters"]}
+    for entry in state["holders"]:
+        node = entry["node"]
+        if node in seen_waiting and node not in granted_at:
+            granted_at[node] = now
+        if node in granted_at:
+            entry["held_s"] = round(now - granted_at[node], 3)
+    for node in list(granted_at):
+        if node not in present:
+            del granted_at[node]
+    seen_waiting.intersection_update(present)
+
+
 # -- drawing ------------------------------------------------------------------------
 
 

@@ -50,7 +50,14 @@ from zklocks._cli.common import Failure, connect, fail, not_ignored, signals_blo
 from zklocks._cli.inspect import arm_change_watch
 from zklocks._cli.sanitise import cannot, clean
 from zklocks._cli.security import Security
-from zklocks._cli.status_view import REDRAW_INTERVAL, new_console, print_clean, render, snapshot
+from zklocks._cli.status_view import (
+    REDRAW_INTERVAL,
+    new_console,
+    note_grants,
+    print_clean,
+    render,
+    snapshot,
+)
 from zklocks._core.errors import ClientClosed, LockError
 from zklocks._sync.client import Client
 
@@ -195,7 +202,7 @@ class _Screen:
 
     def _take(self, state: dict[str, Any]) -> None:
         self.state, self.observed_at = state, time.monotonic()
-        _note_grants(state, self.seen_waiting, self.granted_at, self.observed_at)
+        note_grants(state, self.seen_waiting, self.granted_at, self.observed_at)
         if self.console.is_terminal and not self.as_json:
             return  # drawn live by the caller
         # A printed document per change of the queue; a watch that fired for a change
@@ -262,22 +269,3 @@ def _say(message: str) -> None:
 
 def _queue_key(state: dict[str, Any]) -> tuple[tuple[str, bool], ...]:
     return tuple((e["node"], e["holder"]) for e in state["holders"] + state["waiters"])
-
-
-def _note_grants(
-    state: dict[str, Any], seen_waiting: set[str], granted_at: dict[str, float], now: float
-) -> None:
-    """Remember when a node we saw waiting became a holder: its held time is then known."""
-    for entry in state["waiters"]:
-        seen_waiting.add(entry["node"])
-    present = {e["node"] for e in state["holders"]} | {e["node"] for e in state["waiters"]}
-    for entry in state["holders"]:
-        node = entry["node"]
-        if node in seen_waiting and node not in granted_at:
-            granted_at[node] = now
-        if node in granted_at:
-            entry["held_s"] = round(now - granted_at[node], 3)
-    for node in list(granted_at):
-        if node not in present:
-            del granted_at[node]
-    seen_waiting.intersection_update(present)

@@ -87,6 +87,10 @@ class Supervisor:
         self.received: list[int] = []
         self.child: subprocess.Popen[bytes] | None = None
         self.revoked = threading.Event()  # someone asked us to let go (zklocks revoke)
+        # Set by the waiter thread once the command has exited (see _wait_child).
+        self.exited = threading.Event()
+        self.lost_when_exited = False  # the lease already read lost when the exit was seen
+        self.status: int | None = None  # the command's own exit status, once known
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         self.received.append(signum)
@@ -123,16 +127,28 @@ class Supervisor:
             return EX_CANNOT_EXECUTE
         self.child = child
         with signals_blocked(STOP_SIGNALS):  # the waiter thread must not take our signals
-            threading.Thread(target=self._wait_child, name="zklocks-child", daemon=True).start()
+            waiter = threading.Thread(
+                target=self._wait_child, args=(lease,), name="zklocks-child", daemon=True
+            )
+            waiter.start()
         return self._supervise(lease, child)
 
     def _on_revoke(self, _lease: object) -> None:
         self.revoked.set()
         self.wake.set()
 
-    def _wait_child(self) -> None:
+    def _wait_child(self, lease: Lease) -> None:
+        """Reap the command, then judge at once whether the lease still held when it had
+        exited. Only this thread may ask: while it waits it holds the Popen's lock, and
+        ``poll()`` from the main thread then answers "still running" even for a command
+        that has exited (it had said "stopping it with SIGTERM" of a finished command).
+        Judged after a pause (SIGSTOP, a suspended VM) that saw both the exit and the
+        loss's instant, it reads lost: which came first is then unknowable, and a command
+        that may have run unprotected is not reported as a success."""
         assert self.child is not None
         self.child.wait()
+        self.lost_when_exited = lease.lost
+        self.exited.set()
         self.wake.set()
 
     def _supervise(self, lease: Lease, child: subprocess.Popen[bytes]) -> int:
@@ -144,7 +160,8 @@ class Supervisor:
         hint_at: float | None = None  # when to say that a second Ctrl-C kills the command
         while True:
             self.wake.clear()
-            if child.poll() is not None:
+            if self._has_exited(child):
+                self.exited.wait()  # the waiter reaps it now, and judges the lease
                 break
             while self.received:
                 sig = self.received.pop(0)
@@ -194,8 +211,10 @@ class Supervisor:
                     wait = max(0.0, min(wait, due - time.monotonic()))
             self.wake.wait(wait)
         returncode = child.returncode
-        status = 128 - returncode if returncode < 0 else returncode
-        if lease.lost and not lost_seen:
+        status = self.status = 128 - returncode if returncode < 0 else returncode
+        if lost_seen:
+            note(f"the command exited with status {status}; exiting {EX_LOST} (lock lost)")
+        elif self.lost_when_exited:
             lost_seen = True
             ours = EX_LOST
             note(
@@ -205,6 +224,31 @@ class Supervisor:
         if lost_seen and not self.foreground:
             self._signal(signal.SIGKILL)  # no straggler of its group may go on unprotected
         return status if ours is None else ours
+
+    def _has_exited(self, child: subprocess.Popen[bytes]) -> bool:
+        """Has the command exited (reaped or not)? Asked without reaping it (WNOWAIT), so
+        it never races the waiter thread, which holds the Popen's lock while it waits.
+        After a pause both may wake in any order: this is what keeps a command that
+        exited meanwhile from being "stopped" as if it still ran."""
+        if self.exited.is_set():
+            return True
+        try:
+            found = os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            return True  # reaped by the waiter already
+        return found is not None
+
+    def lost_afterwards(self, lease: Lease) -> bool:
+        """After the command exited with the lease held, before we release it: is the
+        lease lost now? Then say so; the command's status stands, since its work was
+        done under the lock (a loss after it exited cannot have let anyone in on it)."""
+        if self.status is None or self.lost_when_exited or not lease.lost:
+            return False
+        note(
+            f"lost {self.held} after the command exited ({lease.lost_reason}); "
+            f"exiting with its status, {self.status}"
+        )
+        return True
 
     def _signal(self, sig: signal.Signals) -> None:
         child = self.child

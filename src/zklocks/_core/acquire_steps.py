@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, TypeAlias, TypeVar
 
 from zklocks._core import layouts as _layouts
+from zklocks._core.contender import Contender, contender_of
 from zklocks._core.errors import AccessDenied, ClientClosed, LockError, LockTimeout
 from zklocks._core.ops import (
     TIMED_OUT,
@@ -27,6 +28,7 @@ from zklocks._core.ops import (
     GetACL,
     GetChildren,
     NodeACL,
+    NodeData,
     Op,
     Pipeline,
 )
@@ -108,16 +110,22 @@ class Attempt:
     children: list[str] = field(default_factory=list)
 
 
-def await_blocker_deletion(spec: AcquireSpec, decision: WaitFor) -> Generator[Op, Any, str | None]:
-    """Wait until a blocker is deleted: its name, or None if our session expired."""
+def await_blocker_deletion(
+    spec: AcquireSpec, decision: WaitFor, holding: frozenset[str] = frozenset()
+) -> Generator[Op, Any, str | None]:
+    """Wait until a blocker is deleted: its name, or None if our session expired.
+
+    ``holding``: the blockers that hold the lock; a timeout names the first whose data
+    the watch read (``LockTimeout.holder``), at no extra request."""
     blockers = tuple(f"{spec.path}/{name}" for name in decision.nodes)
+    seen: dict[str, NodeData] = {}
     retry = False
     while True:
-        reply = yield from await_deletion(blockers, spec.deadline, retry=retry)
+        reply = yield from await_deletion(blockers, spec.deadline, retry=retry, seen=seen)
         if isinstance(reply, Gone):
             return reply.node.rsplit("/", 1)[1]
         if reply is TIMED_OUT:
-            raise LockTimeout(f"timed out waiting for lock {spec.path}")
+            raise timed_out(spec, _holder(spec, decision, holding, seen))
         if isinstance(reply, SessionExpiredError):
             return None
         if isinstance(reply, ConnectionLossError):
@@ -276,9 +284,28 @@ def unexpected(reply: object, path: str, operation: str = "access") -> LockError
     return LockError(f"unexpected reply for {path}: {reply!r}")
 
 
+def timed_out(spec: AcquireSpec, holder: Contender | None) -> LockTimeout:
+    """The deadline passed while we waited in line; the message names who held it, as
+    the command line does, where we knew."""
+    held = "" if holder is None else f"; held by {holder}"
+    message = f"timed out waiting for lock {spec.path}{held}"
+    return LockTimeout(message, path=spec.path, holder=holder)
+
+
+def _holder(
+    spec: AcquireSpec, decision: WaitFor, holding: frozenset[str], seen: dict[str, NodeData]
+) -> Contender | None:
+    for name in decision.nodes:
+        data = seen.get(f"{spec.path}/{name}")
+        node = spec.layout.dialect.read(name) if name in holding else None
+        if data is not None and node is not None:
+            return contender_of(spec.path, node, data, holder=True)
+    return None
+
+
 def no_connection_in_time(path: str) -> LockTimeout:
     """The deadline passed while a request for ``path`` waited for a connection."""
-    return LockTimeout(f"timed out waiting for a connection to lock {path}")
+    return LockTimeout(f"timed out waiting for a connection to lock {path}", path=path)
 
 
 def access_denied(path: str, operation: str) -> AccessDenied:

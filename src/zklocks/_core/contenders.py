@@ -7,53 +7,26 @@ so what an operator sees is exactly what the lock decides.
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Generator
-from dataclasses import dataclass
 from typing import Any
 
 from zklocks._core import dialects as _dialects
 from zklocks._core import layouts as _layouts
 from zklocks._core import nodes as _nodes
+from zklocks._core.contender import Contender, contender_of
 from zklocks._core.errors import LockError
 from zklocks._core.flow import access_denied
 from zklocks._core.ops import GetACL, GetChildren, GetData, NodeACL, NodeData, Op, Pipeline
 from zklocks._protocol.errors import ConnectionLossError, NoAuthError, NoNodeError
 from zklocks._protocol.records import WireACL
 
-
-@dataclass(frozen=True, slots=True)
-class Contender:
-    """One contender node under a lock path.
-
-    ``kind`` is "lock", "read", "write", "permit" (a semaphore's) or "elect"; ``sequence`` is
-    the integer ZooKeeper appended (0 for the one-node ``fair=False`` lock); ``token`` is
-    the fencing token the contender holds or will hold (its node's creation zxid).
-    ``layout`` is whose naming the node follows: "zklocks", "curator" (Apache Curator,
-    or zklocks with ``layout="curator"``) or "kazoo"; a Curator or kazoo node's data
-    (Curator's: the client's IP address; kazoo's: its identifier) is its identifier.
-    kazoo's ``Lock`` and ``WriteLock`` make the same node: it shows as a "write".
-    ``ephemeral`` is False for a node that no session owns (a leftover, or a forgery):
-    it never goes away by itself, so whoever queues behind it waits until it is deleted.
-    """
-
-    node: str
-    kind: str
-    sequence: int
-    holder: bool
-    identifier: str
-    created: dt.datetime
-    token: int
-    host: str = ""
-    pid: int = 0
-    ephemeral: bool = True
-    layout: str = "zklocks"
+__all__ = ["Contender", "directory_acl", "list_contenders", "read_line"]
 
 
 def list_contenders(path: str) -> Generator[Op, Any, list[Contender]]:
     """Holders first, then waiters in line order; nodes that vanish meanwhile are skipped."""
     read, holding = yield from read_line(path)
-    found = [_contender(path, node, reply, node.name in holding) for node, reply in read]
+    found = [contender_of(path, node, reply, node.name in holding) for node, reply in read]
     return sorted(found, key=lambda c: not c.holder)  # stable: line order kept
 
 
@@ -105,20 +78,3 @@ def directory_acl(path: str) -> Generator[Op, Any, tuple[WireACL, ...] | None]:
             raise access_denied(path, "getACL")
         if not isinstance(reply, ConnectionLossError):
             raise LockError(f"cannot read the ACL of {path}: {reply}")
-
-
-def _contender(path: str, node: _nodes.NodeName, reply: NodeData, holder: bool) -> Contender:
-    payload = _nodes.decode_payload(reply.data)
-    return Contender(
-        node=f"{path}/{node.name}",
-        kind=node.kind,
-        sequence=node.sequence,
-        holder=holder,
-        identifier=payload.identifier,
-        created=dt.datetime.fromtimestamp(reply.stat.ctime_ms / 1000, tz=dt.timezone.utc),
-        token=reply.stat.czxid,
-        host=payload.host,
-        pid=payload.pid,
-        ephemeral=reply.stat.ephemeral_owner != 0,
-        layout=node.dialect,
-    )

@@ -24,7 +24,7 @@ from collections.abc import Generator
 from typing import Any
 
 from zklocks._core import nodes as _nodes
-from zklocks._core.contenders import Contender, _contender
+from zklocks._core.contender import Contender, contender_of
 from zklocks._core.errors import ClientClosed, LockError
 from zklocks._core.flow import access_denied
 from zklocks._core.ops import (
@@ -77,7 +77,7 @@ def read_leader(path: str) -> Generator[Op, Any, Contender | None]:
         head = line[0]
         reply = yield GetData(f"{path}/{head.name}")
         if isinstance(reply, NodeData):
-            return _contender(path, head, reply, holder=True)
+            return contender_of(path, head, reply, holder=True)
         if isinstance(reply, ClientClosedError):
             raise ClientClosed(f"cannot read the leader of {path}: the client is stopped")
         if isinstance(reply, NoAuthError):

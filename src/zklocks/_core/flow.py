@@ -68,7 +68,7 @@ increasing transaction id, so a later holder of the same path always has a large
 from __future__ import annotations
 
 import logging
-from collections.abc import Generator
+from collections.abc import Generator, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -345,10 +345,11 @@ def _wait_in_line(
             for name in decision.nodes
             if name != _nodes.SINGLE_NODE and _granted_without(spec, me, line, name)
         }
+        holding = _holders_among(spec, line, decision.nodes)
         line = []
-        gone = yield from await_blocker_deletion(spec, decision)
+        gone = yield from await_blocker_deletion(spec, decision, holding)
         while gone is None and not (yield from _our_session_ended(spec, created)):
-            gone = yield from await_blocker_deletion(spec, decision)
+            gone = yield from await_blocker_deletion(spec, decision, holding)
         if gone is None:
             return _START_OVER
         if gone in takeover:
@@ -417,6 +418,19 @@ def _granted_without(
     will hold once ``name`` is gone whatever else has left meanwhile."""
     rest = [node for node in line if node.name != name]
     return isinstance(spec.layout.rules.decide(me, rest), Granted)
+
+
+def _holders_among(
+    spec: AcquireSpec, line: list[_nodes.NodeName], names: Sequence[str]
+) -> frozenset[str]:
+    """Which of the nodes we wait for hold the lock now (a timeout names them): each
+    judged on the line by its rule, so only the few blockers, never the whole line."""
+    wanted = set(names)
+    return frozenset(
+        node.name
+        for node in line
+        if node.name in wanted and isinstance(spec.layout.rules.decide(node, line), Granted)
+    )
 
 
 def _cleanup_attempt(spec: AcquireSpec, attempt: Attempt) -> Generator[Op, Any, None]:

@@ -45,6 +45,7 @@ import weakref
 from collections.abc import Awaitable, Callable
 from types import TracebackType
 
+from zklocks._core import current as _current
 from zklocks._core import events as _events
 from zklocks._core import revoke as _revoke
 from zklocks._core.deadline import Deadline
@@ -389,6 +390,7 @@ class Lease(LeaseBase):
         self._releaser(self, False)
 
     def __enter__(self) -> Lease:
+        _current.entered(self)
         return self
 
     def __exit__(
@@ -399,6 +401,7 @@ class Lease(LeaseBase):
     ) -> None:
         """Release (unless released already, by any thread); then, leaving normally, a
         lease that was lost raises ``LockLost``."""
+        _current.left()
         if self._releaser is None:
             raise _not_from_a_lock(self)
         self._releaser(self, True)
@@ -445,6 +448,7 @@ class AsyncLease(LeaseBase):
         await self._releaser(self, False)
 
     async def __aenter__(self) -> AsyncLease:
+        _current.entered(self)
         return self
 
     async def __aexit__(
@@ -454,6 +458,7 @@ class AsyncLease(LeaseBase):
         tb: TracebackType | None,
     ) -> None:
         """As ``Lease.__exit__``."""
+        _current.left()
         if self._releaser is None:
             raise _not_from_a_lock(self)
         await self._releaser(self, True)
@@ -585,3 +590,15 @@ class LeaseKeeper:
         cancel, self._cancel_timer = self._cancel_timer, None
         if cancel is not None:
             cancel()
+
+
+def current_lease() -> Lease | AsyncLease | None:
+    """The lease of this thread's (or asyncio task's) innermost ``with lock``, ``with
+    lease`` or ``zklocks.exclusive`` call; None outside every one.
+
+    For a fenced write deep inside the block without handing the lease down:
+    ``zklocks.current_lease().token``. A task started inside an ``async with`` block
+    starts with its leases too (asyncio copies the context into it).
+    """
+    lease = _current.innermost()
+    return lease if isinstance(lease, Lease | AsyncLease) else None

@@ -16,7 +16,8 @@ business (``zklocks._core.steps``).
   answers one session's requests in order) and replies with a tuple of their replies.
   With ``watch=True`` every request that can carry a watch (``GetData``, ``Exists``,
   ``GetChildren``) sets one, and its events go to this flow run's *inbox*: the driver
-  keeps one inbox per run of a flow.
+  keeps one inbox per run of a flow. With ``watcher=fn`` instead, the watches' events
+  go to ``fn`` (a caller's own one-shot watch: the public reads, ``zklocks._core.reads``).
 * ``Wait`` waits for the inbox. Reply: the tuple of watch events that fired since the
   last ``Wait`` (at least one; a session that ends fires ``SESSION_LOST`` or ``CLOSED``
   to every watch), or ``TIMED_OUT`` once the deadline passed first.
@@ -67,7 +68,7 @@ from zklocks._protocol.records import (
     Stat,
     WireACL,
 )
-from zklocks._vocabulary import WatchEvent
+from zklocks._vocabulary import Watcher, WatchEvent
 
 __all__ = [
     "TIMED_OUT",
@@ -128,11 +129,13 @@ class Pipeline:
     """Send ``requests`` back to back; reply with the tuple of their replies, in order.
 
     ``watch``: each request sets a watch whose events go to this flow run's inbox
-    (what a ``Wait`` answers).
+    (what a ``Wait`` answers). ``watcher``: each request sets a watch whose events go
+    to this callable instead (a caller's watch, which outlives the run).
     """
 
     requests: tuple[Request, ...]
     watch: bool = False
+    watcher: Watcher | None = None
 
     @property
     def deadline(self) -> float | None:

@@ -79,12 +79,23 @@ WaitOutcome: TypeAlias = Gone | Reply
 
 
 def await_deletion(
-    nodes: tuple[str, ...], deadline: float | None, *, retry: bool = False
+    nodes: tuple[str, ...],
+    deadline: float | None,
+    *,
+    retry: bool = False,
+    seen: dict[str, NodeData] | None = None,
 ) -> Generator[Op, Any, WaitOutcome]:
-    """Watch ``nodes`` (full paths) until one is deleted, the deadline, or session end."""
+    """Watch ``nodes`` (full paths) until one is deleted, the deadline, or session end.
+
+    ``seen`` gets each node's data as its watch read it (who a timeout waited for)."""
     watch = watch_pipeline(nodes, deadline, retry=retry)
     while True:
-        done = first_gone(nodes, (yield watch))
+        replies = yield watch
+        if seen is not None:
+            for node, reply in zip(nodes, replies, strict=True):
+                if isinstance(reply, NodeData):
+                    seen[node] = reply
+        done = first_gone(nodes, replies)
         if done is not None:
             return done
         while True:

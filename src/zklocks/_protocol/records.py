@@ -39,6 +39,14 @@ class Stat(NamedTuple):
     against 2.3 µs measured on this machine, for 11 fields against the 6 the flows read).
     kazoo's ``ZnodeStat`` is a named tuple for the same reason. Fields other than
     ``czxid`` default to 0 so tests and the simulator name only the ones they mean.
+
+    Public as ``zklocks.Stat`` (what ``client.get`` and ``exists`` return, and a
+    transaction's ``set_data`` result): ``version`` is the data's version, which a
+    read-modify-write passes back to ``set_data``; ``czxid`` / ``mzxid`` the
+    transactions that created and last changed the node; ``ctime_ms`` / ``mtime_ms``
+    when (ms since the epoch, the server's clock); ``cversion`` the children's version;
+    ``ephemeral_owner`` the owning session (0: persistent); ``data_length``,
+    ``num_children``; ``pzxid`` the last change to the children.
     """
 
     czxid: int

@@ -7,12 +7,15 @@ from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 from zklocks._core import events as _events
+from zklocks._core import reads as _reads
 from zklocks._core import revoke as _revoke
 from zklocks._core import validate as _validate
 from zklocks._core.events import ConnectionState
 from zklocks._core.flow import Acquired, Flow
 from zklocks._core.lease import Lease
 from zklocks._core.nodes import ELECTION_KIND
+from zklocks._core.ops import Stat
+from zklocks._core.reads import UserWatch
 from zklocks._frontend.holdings import LockConfig
 from zklocks._frontend.lockmaker import LockMaker, SessionFactory, show_concrete_types
 from zklocks._frontend.options import Security
@@ -21,6 +24,7 @@ from zklocks._sync.election import Election, MultiLock
 from zklocks._sync.locks import Lock, ReadWriteLock
 from zklocks._sync.session import SyncSession
 from zklocks._sync.transaction import Transaction
+from zklocks._sync.watches import ApartWatcher
 from zklocks._transport import forks
 from zklocks._vocabulary import SessionState
 
@@ -171,6 +175,42 @@ class Client(LockMaker[Lock, ReadWriteLock, StartableSession]):
         """
         asked: int = driver.run(_revoke.revoke(_validate.lock_path(path)), self._session_or_raise())
         return asked
+
+    # -- reads ---------------------------------------------------------------------------
+
+    def get(self, path: str, watch: UserWatch | None = None) -> tuple[bytes, Stat]:
+        """``(data, stat)`` of the node at ``path``; ``zklocks.NoNode`` if there is none.
+
+        ``stat.version`` is what ``txn.set_data(path, data, version=stat.version)``
+        needs for a read-modify-write (docs/fencing.md). ``watch``: a callable called
+        once with a ``zklocks.WatchedEvent`` when the node's data changes or it is
+        deleted (or the session ends first); not set if the node is missing. Watches run
+        on a thread of the client's, so they may call the client. Waits for a connection
+        while the session lives; ``InvalidPath``, ``ClientClosed``, ``AccessDenied``.
+        """
+        data_and_stat: tuple[bytes, Stat] = self._read(_reads.get, path, watch)
+        return data_and_stat
+
+    def exists(self, path: str, watch: UserWatch | None = None) -> Stat | None:
+        """The ``Stat`` of the node at ``path``, or None if there is none. ``watch`` (as
+        for ``get``) is set either way: on a missing node it fires when it is created."""
+        stat: Stat | None = self._read(_reads.exists, path, watch)
+        return stat
+
+    def get_children(self, path: str, watch: UserWatch | None = None) -> list[str]:
+        """The names (not paths) of the children of ``path``; ``zklocks.NoNode`` if it
+        does not exist. ``watch`` (as for ``get``) fires when a child is added or removed,
+        or the node is deleted."""
+        names: list[str] = self._read(_reads.get_children, path, watch)
+        return names
+
+    def _read(self, read: _reads.Read, path: object, watch: object) -> Any:
+        driver.warn_if_in_event_loop(stacklevel=4)
+        checked, watcher = _reads.node_path(path), _reads.watcher_of(watch)
+        session = self._session_or_raise()
+        if watcher is not None:
+            watcher = ApartWatcher(watcher, session.in_background)
+        return driver.run(read(checked, watcher), session)
 
     # -- for the lock classes and tools ------------------------------------------------
 

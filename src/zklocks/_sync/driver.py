@@ -68,7 +68,7 @@ def execute(op: ops.Op, session: SyncSession, inbox: Inbox) -> ops.Reply:
     if early is not None:
         return early
     if isinstance(op, ops.Pipeline):
-        watcher = inbox.open() if op.watch else None
+        watcher = op.watcher or (inbox.open() if op.watch else None)
         return tuple(session.call(op.requests, op.deadline, watcher))
     if isinstance(op, ops.Wait):
         return inbox.take(op.deadline, clock)

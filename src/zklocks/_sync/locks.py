@@ -11,6 +11,7 @@ import functools
 import threading
 from typing import Literal, overload
 
+from zklocks._core import current as _current
 from zklocks._core import validate as _validate
 from zklocks._core.contenders import Contender
 from zklocks._core.lease import Lease, Scheduler
@@ -146,9 +147,12 @@ class Lock(LockCore[Lease]):
         )
 
     def __enter__(self) -> Lease:
-        return self.acquire()
+        lease = self.acquire()
+        _current.entered(lease)  # zklocks.current_lease() inside the block
+        return lease
 
     def __exit__(self, *exc_info: object) -> None:
+        _current.left()
         driver.run(operations.leave(self, threading.get_ident(), exc_info[1] is not None))
 
 

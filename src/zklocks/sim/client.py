@@ -480,7 +480,7 @@ class SimClient:
             fired.clear()
             return events
         if isinstance(op, Pipeline):
-            watcher = fired.append if op.watch else None
+            watcher = op.watcher or (fired.append if op.watch else None)
             self.awaiting = tuple(r.path for r in op.requests) if op.watch else None
             return tuple((yield from self.call(op.requests, op.deadline, watcher)))
         self.awaiting = None

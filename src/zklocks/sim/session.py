@@ -31,6 +31,7 @@ from zklocks._core.ops import (
     TIMED_OUT,
     Created,
     Exists,
+    GetChildren,
     GetData,
     NodeData,
     Reply,
@@ -327,10 +328,13 @@ class SimSession:
                 return [ClientClosedError() for _ in requests]
             replies: list[Reply] = []
             for request in requests:
-                watch = watcher is not None and isinstance(request, Exists | GetData)
+                watch = watcher is not None and isinstance(request, Exists | GetData | GetChildren)
                 reply = server.model.apply(self._session_id, request, watch=watch)
                 if watch and watcher is not None and not isinstance(reply, ZooKeeperError):
-                    self._watches.add_data(request.path, watcher)
+                    if isinstance(request, GetChildren):  # a child watch, as ZooKeeper's
+                        self._watches.add_child(request.path, watcher)
+                    else:
+                        self._watches.add_data(request.path, watcher)
                 replies.append(reply)
             server._dispatch()
             return replies
