@@ -94,6 +94,7 @@ class LeaseUnkeepable(LockError):
     ``tick_time=``); the command line exits with EX_CONFIG (78). Nothing was created.
     """
 
+
 class NoNode(LockError, LookupError):
     """The node a read asked for (``client.get``, ``client.get_children``) does not exist.
 

@@ -1,7 +1,8 @@
 """``lock.hold()``, ``lease.check()`` and ``lease.time_left()`` with no server: leases with
 no connection behind them (``helpers.lease_on``), lost by hand from another thread or
 task, so the timing of the loss against the block is the test's to choose (issue 35).
-The real-server side is tests/integration/test_hold.py (a different basename: pytest imports test modules by it)."""
+The real-server side is tests/integration/test_hold.py (another basename: pytest
+imports test modules by it)."""
 
 from __future__ import annotations
 

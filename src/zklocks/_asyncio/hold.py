@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 
+from zklocks._core import current as _current
 from zklocks._core.errors import LockLost
 from zklocks._core.lease import AsyncLease, LeaseBase
 
@@ -46,12 +47,14 @@ class AsyncHold:
 
     async def __aenter__(self) -> AsyncLease:
         lease = await self._acquire()
+        _current.entered(lease)  # zklocks.current_lease() inside the block
         self._lease = lease
         self._task = asyncio.current_task()
         self._inside = True
         lease.add_lost_callback(self._lost)  # at once, in this task, if lost already
         if self._lost_in_task:
             self._inside = False
+            _current.left()
             self._let_go(lease)
             lease._lost_on_exit(None)  # raises LockLost: lost as it is
         return lease
@@ -91,6 +94,7 @@ class AsyncHold:
         if not lease.lost:
             await lease.__aexit__(exc_type, exc, None)  # release (lost meanwhile: LockLost)
             return
+        _current.left()
         self._let_go(lease)
         if not ours:
             if taken is not None:

@@ -13,8 +13,8 @@ from typing import Literal, overload
 
 from zklocks._asyncio import driver
 from zklocks._asyncio.carrier import AsyncCarrier
-from zklocks._core import current as _current
 from zklocks._asyncio.hold import AsyncHold
+from zklocks._core import current as _current
 from zklocks._core import validate as _validate
 from zklocks._core.contenders import Contender
 from zklocks._core.errors import LockError

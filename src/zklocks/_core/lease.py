@@ -155,21 +155,18 @@ class LeaseBase:
         return self._lost_reason if self.lost else None
 
     def check(self) -> None:
-        """Raise ``LockLost`` if the lease is lost: a cheap checkpoint for long work (no
-        I/O; the clock rule is applied now, as ``lost`` does)."""
+        """Raise ``LockLost`` if the lease is lost: a cheap checkpoint (no I/O)."""
         if self.lost:
             raise LockLost(f"{self._path}: the lease was lost ({self._lost_reason})")
 
     def time_left(self) -> float:
-        """Seconds until the lease is lost unless the session is proven alive again (the
-        lease rule's own bound, on the session's clock; ``max_hold`` counts too). 0.0 once
-        lost or released. No I/O: it moves on with every answer ZooKeeper gives."""
+        """Seconds until lost unless the session is proven again (the lease rule's bound,
+        on the session's clock, and ``max_hold``'s); 0.0 once lost or released. No I/O."""
         if self.lost or self._ended:
             return 0.0
         left = loss_deadline(self._session).remaining()
         bound = Deadline(self._hold_deadline, self._session.clock).remaining()
-        known = [t for t in (left, bound) if t is not None]
-        return min(known) if known else 0.0
+        return min((t for t in (left, bound) if t is not None), default=0.0)
 
     @property
     def suspended(self) -> bool:
@@ -292,10 +289,9 @@ class LeaseBase:
         """Record the loss (first reason wins) and run the callbacks once.
 
         ``code`` is the reason as a metric label: ``node_deleted``, ``session_expired``,
-        ``client_stopped``, ``no_answer``, ``unproven`` (on an ensemble: a member
-        answered, but nothing proved the session at the leader in time) or ``max_hold``.
-        A loss to ``max_hold`` first has our node taken back, so the next waiter does not
-        wait on the callbacks.
+        ``client_stopped``, ``no_answer``, ``unproven`` (a member answered, nothing proved
+        the session at the leader) or ``max_hold``. A loss to ``max_hold`` first has our
+        node taken back, so the next waiter does not wait on the callbacks.
         """
         with self._mutex:
             if self._lost_reason is not None or self._ended:

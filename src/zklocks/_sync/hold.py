@@ -21,6 +21,7 @@ import ctypes
 import threading
 from collections.abc import Callable
 
+from zklocks._core import current as _current
 from zklocks._core.errors import LockLost
 from zklocks._core.lease import Lease, LeaseBase
 
@@ -62,6 +63,7 @@ class Hold:
 
     def __enter__(self) -> Lease:
         lease = self._acquire()
+        _current.entered(lease)  # zklocks.current_lease() inside the block
         self._lease = lease
         self._thread = threading.get_ident()
         with self._mutex:
@@ -69,6 +71,7 @@ class Hold:
         lease.add_lost_callback(self._lost)  # at once, on this thread, if lost already
         if self._lost_early:
             self._leave()
+            _current.left()
             self._let_go(lease)
             lease._lost_on_exit(None)  # raises LockLost: lost as it is
         return lease
@@ -108,6 +111,7 @@ class Hold:
         if not lease.lost:
             lease.__exit__(exc_type, exc, None)  # release (lost meanwhile: LockLost)
             return
+        _current.left()
         self._let_go(lease)
         if not isinstance(exc, _LostInHold):
             lease._lost_on_exit(exc)  # leaving normally: LockLost, as `with lock`

@@ -75,9 +75,6 @@ from zklocks._protocol.errors import (
     SessionExpiredError,
     ZooKeeperError,
 )
-from zklocks._protocol.records import (
-    Sync,
-)
 from zklocks._protocol.session import (
     Established,
     Expired,
@@ -91,6 +88,7 @@ from zklocks._transport import lease_rule as _lease_rule
 from zklocks._transport import notices as _notices
 from zklocks._transport.auth import auth_refused, auth_required, credentials_answered
 from zklocks._transport.dialer import Dialer
+from zklocks._transport.heartbeat import Heartbeat
 from zklocks._transport.lease_proofs import LeaseProofs, TimingQuestion
 from zklocks._transport.liveness import Liveness
 from zklocks._transport.opener import Opener, session_timeout_of
@@ -99,7 +97,7 @@ from zklocks._transport.probe import ask_server
 from zklocks._transport.sasl import SASL
 from zklocks._transport.session_bounds import SessionBounds
 from zklocks._transport.wire import Wire
-from zklocks._vocabulary import NO_ANSWER, SessionListener, SessionState, Watcher, tell_each
+from zklocks._vocabulary import SessionListener, SessionState, Watcher, tell_each
 
 __all__ = ["Connection"]
 
@@ -154,6 +152,14 @@ class Connection:
         self.thread_writes = False  # set by a blocking front end before start()
         self._out = Outgoing(self._session, self._send_lock, self._liveness, self._loop_or_running)
         self._writer = self._out.writer
+        self._heartbeat = Heartbeat(
+            self._liveness,
+            self._proofs,
+            self._out,
+            self._session,
+            self._send_lock,
+            lambda: self.last_host,
+        )
         dialer = Dialer(addresses, ssl, connect_timeout)
         self._opener = Opener(
             self._session,
@@ -223,24 +229,9 @@ class Connection:
         return self._proofs.problem if self.ensemble else None
 
     def loss_reason(self) -> tuple[str, str]:
-        """Why the lease rule's instant has come (words, metric code), said truthfully:
-        "no answer" only when nothing was answered for a whole session timeout; on an
-        ensemble whose member answered since, the session could not be proven at the
-        leader in time (with this connection's ``lease_problem``, if it has one)."""
-        heard = self._proofs.last_answered_sent
-        timeout = self.session_timeout
-        if not self.ensemble or heard is None or time.monotonic() - heard >= timeout:
-            return NO_ANSWER
-        timing = self.timing
-        how = "" if timing is None else f"; tickTime {timing.tick:g} s from the {timing.source}"
-        reason = (
-            f"the session could not be proven alive at the ZooKeeper leader in time: "
-            f"{self.last_host} last answered a request sent {time.monotonic() - heard:.3g} s "
-            f"ago, but no sync through the leader confirmed the session within the "
-            f"{timeout:g} s session timeout{how}"
-        )
-        problem = self.lease_problem
-        return (reason if problem is None else f"{reason}; {problem}"), "unproven"
+        """Why the lease rule's instant has come (words, metric code), said truthfully
+        (``LeaseProofs.loss_reason``)."""
+        return self._proofs.loss_reason(self.session_timeout, self.ensemble, self.last_host)
 
     @property
     def lease_lagging(self) -> bool:
@@ -522,16 +513,9 @@ class Connection:
         if chroot_exists is not None:
             self.chroot_exists = chroot_exists
         if ensemble:
-            question = TimingQuestion(
-                address=self._opener.address,
-                ssl=self._ssl,
-                deadline=deadline,
-                host=self.last_host,
-                hosts=self.hosts,
-                requested_ms=self._session.requested_timeout_ms,
-                granted_ms=self._session.timeout_ms,
-            )
-            changed = await self._proofs.learn_timing(question)
+            asked, granted = self._session.requested_timeout_ms, self._session.timeout_ms
+            where = (self._opener.address, self._ssl, deadline, self.last_host, self.hosts)
+            changed = await self._proofs.learn_timing(TimingQuestion(*where, asked, granted))
             if changed and self._out.wire is not None:
                 self._arm_timer()  # the renewal interval has changed
 
@@ -609,50 +593,4 @@ class Connection:
     # ------------------------------------------------------------ the liveness timer
 
     def _arm_timer(self) -> None:
-        self._liveness.arm(
-            self._loop_or_running(), self._proofs.next_renewal(), self._tick, self._proof_end()
-        )
-
-    def _proof_end(self) -> float | None:
-        """When the session's proof runs out while connected (an ensemble's lease rule;
-        None on a standalone server, whose every answer proves the session)."""
-        rule = self._proofs.rule
-        return rule.lease_end() if rule.lagging else None
-
-    def _tick(self) -> None:
-        liveness = self._liveness
-        liveness.timer = None
-        wire = self._out.wire
-        if wire is None:
-            return
-        now = time.monotonic()
-        silence = liveness.silent_for(now)
-        if silence is not None:
-            log.warning(
-                "nothing heard from %s for %.3f s; dropping the connection",
-                self.last_host,
-                silence,
-            )
-            wire.abort()
-            return
-        proof_end = self._proof_end()
-        waited = liveness.silent_before_lease_ends(now, proof_end)
-        if waited is not None and proof_end is not None:
-            log.warning(
-                "%s has not answered for %.3f s and the session's proof runs out in "
-                "%.3f s; moving to another member to prove it again",
-                self.last_host,
-                waited,
-                proof_end - now,
-            )
-            wire.abort()
-            return
-        if self._proofs.renewal_due(now):
-            # On an ensemble: a round trip through the leader that the lease rule counts
-            # (no transaction, no disk write); answered with no one waiting for it.
-            with self._send_lock:
-                self._out.write(self._session.request(Sync("/"), (None, now), None, chroot=""))
-        elif liveness.ping_due(now) or liveness.probe_due(now, proof_end):
-            with self._send_lock:
-                self._out.write(self._session.ping((None, now)))
-        self._arm_timer()
+        self._heartbeat.arm(self._loop_or_running())

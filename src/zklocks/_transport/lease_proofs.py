@@ -26,6 +26,7 @@ from zklocks._transport.session_bounds import (
     learn_bounds,
     remember_bounds,
 )
+from zklocks._vocabulary import NO_ANSWER
 
 __all__ = ["LeaseProofs", "TimingQuestion"]
 
@@ -218,6 +219,28 @@ class LeaseProofs:
                 rule.renew_interval(),
             )
         return True
+
+    def loss_reason(
+        self, session_timeout: float, ensemble: bool | None, host: str | None
+    ) -> tuple[str, str]:
+        """Why the lease rule's instant has come (words, metric code), said truthfully:
+        "no answer" only when nothing was answered for a whole session timeout; on an
+        ensemble whose member answered since, the session could not be proven at the
+        leader in time (with ``problem``, if there is one)."""
+        heard = self.last_answered_sent
+        now = time.monotonic()
+        if not ensemble or heard is None or now - heard >= session_timeout:
+            return NO_ANSWER
+        timing = self.timing()
+        how = "" if timing is None else f"; tickTime {timing.tick:g} s from the {timing.source}"
+        reason = (
+            f"the session could not be proven alive at the ZooKeeper leader in time: "
+            f"{host} last answered a request sent {now - heard:.3g} s ago, but no sync "
+            f"through the leader confirmed the session within the {session_timeout:g} s "
+            f"session timeout{how}"
+        )
+        problem = self.problem
+        return (reason if problem is None else f"{reason}; {problem}"), "unproven"
 
     def next_renewal(self) -> float | None:
         """When the next renewing sync is due (None: the rule needs none)."""
