@@ -38,6 +38,7 @@ from zklocks._errors import (
     TransactionFailed,
 )
 from zklocks._exclusive import exclusive
+from zklocks._protocol.records import CreatedPath
 from zklocks._sync.client import Client
 from zklocks._sync.election import Election, MultiLock
 from zklocks._sync.locks import Lock, ReadWriteLock
@@ -67,6 +68,7 @@ __all__ = [
     "ConnectionFailed",
     "ConnectionState",
     "Contender",
+    "CreatedPath",
     "Election",
     "InvalidArgument",
     "InvalidPath",
