@@ -51,7 +51,7 @@ def make_tls_files(directory: Path, *, days: int = 7) -> TLSFiles:
     except ImportError as error:  # pragma: no cover - depends on the environment
         raise ImportError(_INSTALL) from error
 
-    now = dt.datetime.now(dt.timezone.utc)
+    now = dt.datetime.now(dt.UTC)
     start, end = now - dt.timedelta(minutes=5), now + dt.timedelta(days=days)
 
     def name(common: str) -> Any:

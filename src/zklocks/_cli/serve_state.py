@@ -237,7 +237,7 @@ class Feed:
                 continue  # its directory is gone: so is the lock
             kind = _kind_of(state, summary, before.kind if before else "lock")
             locks[path] = LockView(path, kind, state)
-        return Board(locks, dt.datetime.now(tz=dt.timezone.utc))
+        return Board(locks, dt.datetime.now(tz=dt.UTC))
 
 
 def read_one(client: Client, path: str) -> dict[str, Any] | None:

@@ -279,7 +279,7 @@ class Connection:
                 with self._send_lock:
                     self._out.write(self._session.close_session((closing, time.monotonic())))
                 await asyncio.wait_for(asyncio.shield(closing), _CLOSE_REPLY_TIMEOUT)
-            except (ZooKeeperError, asyncio.TimeoutError, OSError) as exc:
+            except (TimeoutError, ZooKeeperError, OSError) as exc:
                 log.debug("closeSession not confirmed: %r", exc)
             finally:
                 # Unanswered (a silent server, a frame cut short), the request is still in

@@ -56,7 +56,7 @@ async def speaks_tls(host: str, port: int, timeout: float) -> bool:
         return not isinstance(exc, _ssl.SSLEOFError | _ssl.SSLZeroReturnError) and (
             "WRONG_VERSION_NUMBER" not in str(exc).upper()
         )
-    except (OSError, asyncio.TimeoutError):
+    except (TimeoutError, OSError):
         return False
     writer.close()
     with contextlib.suppress(Exception):
