@@ -62,7 +62,12 @@ class Dialect:
 
 
 class ZklocksDialect(Dialect):
-    """Our own names (``zklocks._core.nodes``): the only dialect with a one-node lock."""
+    """Our own names (``zklocks._core.nodes``): the only dialect with a one-node lock.
+
+    An election's line also carries, at its end, every child that is another client's
+    candidate (``foreign_candidate``), so that the rules refuse the path: those clients
+    ignore our nodes as we would ignore theirs, and each side would elect its own leader.
+    """
 
     name = "zklocks"
     kinds = frozenset(_nodes.KINDS)
@@ -74,7 +79,15 @@ class ZklocksDialect(Dialect):
         return _nodes.parse(name)
 
     def line_up_to(self, me: NodeName, children: Iterable[str]) -> list[NodeName] | None:
-        return _nodes.line_up_to(me, children)
+        names = list(children)
+        line = _nodes.line_up_to(me, names)
+        if line is None or me.kind != _nodes.ELECTION_KIND:
+            return line
+        for name in names:
+            whose = foreign_candidate(name)
+            if whose is not None:
+                line.append(NodeName(name, "foreign", "", 0, dialect=whose))
+        return line
 
 
 _UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
@@ -204,6 +217,28 @@ ZKLOCKS = ZklocksDialect()
 CURATOR = CuratorDialect()
 KAZOO = KazooDialect()
 DIALECTS: dict[str, Dialect] = {d.name: d for d in (ZKLOCKS, CURATOR, KAZOO)}
+
+
+# Curator's LeaderLatch: a protected ``latch-`` node (LAYOUTS.md, section 9). Its
+# LeaderSelector stands in an InterProcessMutex, whose ``lock-`` nodes CURATOR reads.
+_CURATOR_LATCH = re.compile(rf"^(?:_c_{_UUID}-)?latch-(-?[0-9]{{9,10}})$")
+
+
+def foreign_candidate(name: str) -> str | None:
+    """Whose candidate (or lock contender) ``name`` is when it is another client's: a
+    phrase for an error message; None for ours and for children that are nobody's."""
+    if _nodes.parse(name) is not None:
+        return None
+    if _CURATOR_LATCH.match(name):
+        return "Curator's LeaderLatch"
+    node = CURATOR.read(name)
+    if node is not None:
+        if node.kind == "lock":
+            return "Curator's LeaderSelector or InterProcessMutex"
+        return "Curator's lock recipes"
+    if KAZOO.read(name) is not None:
+        return "kazoo's Election or Lock"
+    return None
 
 
 def read_any(name: str) -> NodeName | None:
