@@ -41,6 +41,7 @@ import java.util.concurrent.locks.LockSupport;
 
 import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.CuratorFrameworkFactory;
+import org.apache.curator.framework.recipes.leader.LeaderLatch;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
 import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
 import org.apache.curator.framework.recipes.locks.InterProcessSemaphoreV2;
@@ -116,6 +117,7 @@ public final class CuratorWorker {
     private final Map<String, Handle> handles = new HashMap<>();
     private final Map<String, Background> background = new HashMap<>();
     private final Map<String, CountDownLatch> revocations = new HashMap<>();
+    private final Map<String, LeaderLatch> latches = new HashMap<>();
 
     public static void main(String[] args) throws Exception {
         BufferedReader in = new BufferedReader(
@@ -218,9 +220,32 @@ public final class CuratorWorker {
             case "revoke":
                 Revoker.attemptRevoke(client(), w[1]);
                 return "ok";
+            case "latch": { // latch NAME PATH ID: a LeaderLatch candidate, started
+                LeaderLatch latch = new LeaderLatch(client(), w[2], w[3]);
+                latches.put(w[1], latch);
+                latch.start();
+                return "ok";
+            }
+            case "leads": { // leads NAME MILLIS: leadership within that time?
+                LeaderLatch latch = latch(w[1]);
+                return latch.await(Long.parseLong(w[2]), TimeUnit.MILLISECONDS) ? "ok 1" : "ok 0";
+            }
+            case "leader": // leader NAME: the id getLeader() reads (empty: nobody)
+                return "ok " + latch(w[1]).getLeader().getId();
+            case "unlatch": // unlatch NAME: close (steps down, its node deleted)
+                latches.remove(w[1]).close();
+                return "ok";
             default:
                 throw new IllegalArgumentException("unknown command " + w[0]);
         }
+    }
+
+    private LeaderLatch latch(String name) {
+        LeaderLatch latch = latches.get(name);
+        if (latch == null) {
+            throw new IllegalArgumentException(name + " is not a latch");
+        }
+        return latch;
     }
 
     private void begin(String name) {

@@ -91,13 +91,17 @@ class ZklocksDialect(Dialect):
 
 
 _UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
-_CURATOR = re.compile(rf"^(?:_c_({_UUID})-)?(lock-|__READ__|__WRIT__|lease-)(-?[0-9]{{9,10}})$")
-# Curator's markers: ``lease-`` is SemaphoreV2's (the same word as our permit prefix).
+_CURATOR = re.compile(
+    rf"^(?:_c_({_UUID})-)?(lock-|__READ__|__WRIT__|lease-|latch-)(-?[0-9]{{9,10}})$"
+)
+# Curator's markers: ``lease-`` is SemaphoreV2's (the same word as our permit prefix),
+# ``latch-`` LeaderLatch's (an election candidate).
 _CURATOR_KIND = {
     "lock-": "lock",
     "__READ__": "read",
     "__WRIT__": "write",
     "lease-": _nodes.PERMIT_KIND,
+    "latch-": _nodes.ELECTION_KIND,
 }
 _CURATOR_MARKER = {kind: marker for marker, kind in _CURATOR_KIND.items()}
 _TRAILING_NUMBER = re.compile(r"(-?[0-9]{9,10})$")
@@ -112,6 +116,11 @@ def _after_last(text: str, marker: str) -> str:
 def curator_mutex_key(name: str) -> str:
     """How ``InterProcessMutex`` orders a child: the text after the last ``lock-``."""
     return _after_last(name, "lock-")
+
+
+def curator_latch_key(name: str) -> str:
+    """How ``LeaderLatch`` orders a child: the text after the last ``latch-``."""
+    return _after_last(name, "latch-")
 
 
 def curator_read_write_key(name: str) -> str:
@@ -131,7 +140,7 @@ class CuratorDialect(Dialect):
     """
 
     name = "curator"
-    kinds = frozenset({"lock", "read", "write", _nodes.PERMIT_KIND})
+    kinds = frozenset({"lock", "read", "write", _nodes.PERMIT_KIND, _nodes.ELECTION_KIND})
 
     def prefix(self, kind: str, attempt: str, permits: int | None = None) -> str:
         if kind not in _CURATOR_MARKER:
@@ -152,7 +161,11 @@ class CuratorDialect(Dialect):
             return None
         if me.kind == _nodes.PERMIT_KIND:  # SemaphoreV2's leases: every child counts, in no order
             return [self._seen(name) for name in sorted(names)]
-        key = curator_read_write_key if me.kind in ("read", "write") else curator_mutex_key
+        key = curator_mutex_key
+        if me.kind in ("read", "write"):
+            key = curator_read_write_key
+        elif me.kind == _nodes.ELECTION_KIND:
+            key = curator_latch_key
         names.sort(key=key)  # stable, like Java's sort of the same listing
         return [self._seen(name) for name in names]
 
@@ -217,6 +230,12 @@ ZKLOCKS = ZklocksDialect()
 CURATOR = CuratorDialect()
 KAZOO = KazooDialect()
 DIALECTS: dict[str, Dialect] = {d.name: d for d in (ZKLOCKS, CURATOR, KAZOO)}
+
+
+def curator_election_line(children: Iterable[str]) -> list[NodeName]:
+    """The line of a Curator ``LeaderLatch`` election as its ``getLeader()`` reads it:
+    every child, in ``latch-`` order; the first leads."""
+    return [CURATOR._seen(name) for name in sorted(children, key=curator_latch_key)]
 
 
 # Curator's LeaderLatch: a protected ``latch-`` node (LAYOUTS.md, section 9). Its

@@ -218,7 +218,13 @@ def _curator_lease(me: NodeName, queue: Sequence[NodeName]) -> Decision:
 
 CURATOR_RULES = Rules(
     "curator",
-    {"lock": _first, "write": _first, "read": _curator_read, PERMIT_KIND: _curator_lease},
+    {
+        "lock": _first,
+        "write": _first,
+        "read": _curator_read,
+        PERMIT_KIND: _curator_lease,
+        ELECTION_KIND: _first,  # LeaderLatch: first of every child in latch- order leads
+    },
 )
 KAZOO_RULES = Rules(
     "kazoo",
