@@ -96,3 +96,27 @@ def test_a_zklocks_layout_candidate_refuses_a_curator_latch_path(
     with pytest.raises(zklocks.InvalidArgument, match="Curator's LeaderLatch"):
         client.election(path).campaign(timeout=5)
     assert java.leader("a") == "curator-1"
+
+
+def test_curator_leader_selector_and_zklocks_candidates_follow_one_another_in_order(
+    client: zklocks.Client, kazoo: Any, curator: Workers, path: str
+) -> None:
+    first, third = curator(), curator()
+    first.selector("a", path, "curator-1")
+    assert first.selects("a", WAIT)
+    wait_for_children(kazoo, path, 1)
+    second = Campaign(client.election(path, layout="curator-selector", identifier="zklocks-2"))
+    wait_for_children(kazoo, path, 2)
+    third.selector("c", path, "curator-3")
+    names = wait_for_children(kazoo, path, 3)
+    assert all("-lock-" in name for name in names)  # InterProcessMutex nodes, all three
+    assert not second.leads(0.5) and not third.selects("c", 0.5)
+    assert first.selected("a") == third.selected("c") == "curator-1"
+    first.unselect("a")
+    assert second.leads(WAIT)
+    assert not third.selects("c", 0.5)
+    leader = client.election(path, layout="curator-selector").leader()
+    assert leader is not None and leader.node == second.term[0].node
+    second.term[0].release()
+    assert third.selects("c", WAIT)
+    third.unselect("c")

@@ -124,6 +124,24 @@ def test_a_curator_election_candidate_is_a_leader_latch_node_in_latch_order() ->
     assert layouts.choose("curator", "elect") is layouts.CURATOR
 
 
+def test_a_leader_selector_candidate_is_a_curator_mutex_node() -> None:
+    """LeaderSelector stands in an InterProcessMutex: ``_c_<uuid>-lock-<seq>`` nodes read
+    as candidates, every child in ``lock-`` order, the first leads."""
+    selector = dialects.CURATOR_SELECTOR
+    mine = selector.prefix("elect", A) + seq(4)
+    theirs = dialects.CURATOR.prefix("lock", B) + seq(2)
+    assert mine == curator("lock", A, 4)
+    me = selector.read(mine)
+    assert me is not None and me.kind == "elect" and me.dialect == "curator-selector"
+    assert selector.read(curator("elect", B, 1)) is None  # a LeaderLatch node is not one
+    line = selector.line_up_to(me, [mine, theirs])
+    assert line is not None and [n.name for n in line] == [theirs, mine]
+    assert CURATOR_RULES.decide(me, line) == WaitFor((theirs,))
+    assert layouts.choose("curator-selector", "elect") is layouts.CURATOR_SELECTOR
+    with pytest.raises(InvalidArgument, match="curator-selector layout has no"):
+        layouts.choose("curator-selector", "lock")
+
+
 def test_curator_read_write_order_and_who_is_a_writer() -> None:
     r1, w2, r3 = curator("read", A, 1), curator("write", B, 2), curator("read", B, 3)
     me = dialects.CURATOR.read(r3)

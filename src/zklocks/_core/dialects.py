@@ -178,6 +178,37 @@ class CuratorDialect(Dialect):
         return NodeName(name, kind, "", int(match.group(1)) if match else 0, dialect=self.name)
 
 
+class CuratorSelectorDialect(CuratorDialect):
+    """Apache Curator's ``LeaderSelector``: a candidate is an ``InterProcessMutex``
+    contender on the election path (``_c_<uuid>-lock-<seq>``), and it leads while it
+    holds the mutex: the first of every child in ``lock-`` order (LAYOUTS.md, section 9).
+    Only elections: its nodes are Curator's mutex nodes, read as candidates here."""
+
+    name = "curator-selector"
+    kinds = frozenset({_nodes.ELECTION_KIND})
+
+    def prefix(self, kind: str, attempt: str, permits: int | None = None) -> str:
+        if kind != _nodes.ELECTION_KIND:
+            raise ValueError(f"Curator's LeaderSelector has no contender kind {kind!r}")
+        return super().prefix("lock", attempt)
+
+    def read(self, name: str) -> NodeName | None:
+        node = super().read(name)
+        if node is None or node.kind != "lock":
+            return None
+        return replace(node, kind=_nodes.ELECTION_KIND, dialect=self.name)
+
+    def line_up_to(self, me: NodeName, children: Iterable[str]) -> list[NodeName] | None:
+        names = list(children)
+        if me.name not in names:
+            return None
+        return [self._seen(name) for name in sorted(names, key=curator_mutex_key)]
+
+    def _seen(self, name: str) -> NodeName:
+        node = self.read(name)
+        return node if node is not None else super()._seen(name)
+
+
 _KAZOO = re.compile(r"^([0-9a-f]{32})(__lock__|__rlock__)(-?[0-9]{9,10})$")
 _KAZOO_CONTENDER = re.compile(r"(__lock__|__rlock__)(-?[0-9]{10})$")  # kazoo's own search
 _KAZOO_KIND = {"__lock__": "write", "__rlock__": "read"}
@@ -228,13 +259,16 @@ class KazooDialect(Dialect):
 
 ZKLOCKS = ZklocksDialect()
 CURATOR = CuratorDialect()
+CURATOR_SELECTOR = CuratorSelectorDialect()
 KAZOO = KazooDialect()
-DIALECTS: dict[str, Dialect] = {d.name: d for d in (ZKLOCKS, CURATOR, KAZOO)}
+DIALECTS: dict[str, Dialect] = {d.name: d for d in (ZKLOCKS, CURATOR, CURATOR_SELECTOR, KAZOO)}
 
 
-def curator_election_line(children: Iterable[str]) -> list[NodeName]:
-    """The line of a Curator ``LeaderLatch`` election as its ``getLeader()`` reads it:
-    every child, in ``latch-`` order; the first leads."""
+def curator_election_line(children: Iterable[str], dialect: Dialect) -> list[NodeName]:
+    """The line of a Curator election as its ``getLeader()`` reads it: every child, in
+    ``latch-`` order (``LeaderLatch``) or ``lock-`` order (``LeaderSelector``)."""
+    if isinstance(dialect, CuratorSelectorDialect):
+        return [dialect._seen(name) for name in sorted(children, key=curator_mutex_key)]
     return [CURATOR._seen(name) for name in sorted(children, key=curator_latch_key)]
 
 

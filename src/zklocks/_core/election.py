@@ -56,10 +56,11 @@ KIND = _nodes.ELECTION_KIND
 def candidates(
     children: list[str], dialect: _dialects.Dialect = _dialects.ZKLOCKS
 ) -> list[_nodes.NodeName]:
-    """The election's candidates in line order: ours (other children ignored), or in
-    Curator's layout, LeaderLatch's line (every child counts, as Curator counts it)."""
-    if dialect is _dialects.CURATOR:
-        return _dialects.curator_election_line(children)
+    """The election's candidates in line order: ours (other children ignored), or in a
+    Curator layout, LeaderLatch's or LeaderSelector's line (every child counts, as
+    Curator counts it)."""
+    if isinstance(dialect, _dialects.CuratorDialect):
+        return _dialects.curator_election_line(children, dialect)
     return [node for node in _nodes.queue(children) if node.kind == KIND]
 
 

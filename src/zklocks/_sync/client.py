@@ -141,7 +141,8 @@ class Client(LockMaker[Lock, ReadWriteLock, StartableSession]):
         """A leader election at ``path``: campaign to lead, observe who leads (see
         docs/election.md). ``identifier`` names this candidate to observers.
         ``layout="curator"`` stands in an Apache Curator ``LeaderLatch`` election on the
-        path, as one of its candidates (docs/interop.md)."""
+        path, as one of its candidates, ``layout="curator-selector"`` in a
+        ``LeaderSelector`` one (docs/interop.md)."""
         config = self._config(path, ELECTION_KIND, identifier=identifier, layout=layout)
         return self._join(Election(self, config))
 
