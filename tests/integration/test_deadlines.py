@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import logging
 import threading
 import time
 import uuid
@@ -287,3 +288,21 @@ def test_a_truncated_frame_fails_its_request_and_leaks_no_future() -> None:
     asyncio.run(main())
     gc.collect()
     assert reported == []
+
+
+def test_a_truncated_frame_leaks_no_future_from_the_sync_client(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The same with the sync client, whose loop runs in a thread of its own: its default
+    exception handler logs the leak on the ``asyncio`` logger."""
+    caplog.set_level(logging.ERROR, logger="asyncio")
+    with BrokenServer("truncated") as server:
+        client = zklocks.Client(server.hosts, session_timeout=3.0).start()
+        try:
+            error, _ = bounded(lambda: client.lock("/x").acquire(timeout=4.0), 20.0)
+            assert isinstance(error, zklocks.LockTimeout), error
+            assert server.wait_accepted(2, 10.0)
+        finally:
+            client.stop()
+    gc.collect()
+    assert [r.getMessage() for r in caplog.records if r.name == "asyncio"] == []
