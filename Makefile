@@ -17,9 +17,10 @@
 #   make dist    + the dev extras (build): the sdist and the wheel into dist/
 #   make nemesis + the bench extras (matplotlib): a long nemesis run by hand, not in CI
 #
-#   make fresh-test   the README's two commands on a fresh Debian 12, as a new user runs
-#                them: a debootstrap chroot (from the mirror apt uses here), a clean clone
-#                of the repository, `make demo` then `make test` with SIGINT ignored (as
+#   make fresh-test   the README's two commands on a fresh Debian 12 (DIST=bookworm, the
+#                default) or 13 (DIST=trixie), as a new user runs them: a debootstrap
+#                chroot (from the mirror apt uses here), a clean clone of the
+#                repository, `make demo` then `make test` with SIGINT ignored (as
 #                under `nohup make test &` or some CI runners). Needs root; 20+ minutes;
 #                not part of CI. Options in scripts/fresh-test.sh (PYTEST_ADDOPTS='-k X'
 #                runs only some tests, FRESH_WORKTREE=1 includes uncommitted changes).
@@ -28,7 +29,7 @@ PYTHON ?= python3
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test lint docs dist bench nemesis clean fresh-test soak
+.PHONY: setup demo test lint docs dist bench nemesis clean fresh-test soak test-subset test-trixie
 
 # Java + ZooKeeper (the library, tests, demo); redis-server for the benchmarks' Redis row
 # and, with PostgreSQL, for the fencing tests (Debian starts both as daemons, so only the
@@ -86,8 +87,35 @@ docs: $(STAMP)-docs
 bench: $(STAMP)-bench
 	$(BIN)/python -m benchmarks.run --out benchmarks/results $(if $(SCENARIOS),--only $(SCENARIOS))
 
+DIST ?= bookworm
+
 fresh-test:
-	scripts/fresh-test.sh
+	DIST=$(DIST) scripts/fresh-test.sh
+
+# Some tests only (TESTS: pytest paths), with what they need: ZooKeeper and Java; the
+# Curator jars and a JDK come with tests/peers' own fixture.
+TESTS ?= tests/unit
+test-subset: $(STAMP)-dev
+	@$(SYSTEM_DEPS)
+	$(BIN)/pytest $(TESTS)
+
+# CI's Debian 13 leg: Python 3.13 and ZooKeeper 3.9, from Debian's packages, in a fresh
+# debootstrap chroot of its own (scripts/fresh-test.sh, DIST=trixie; the base system is
+# downloaded once into TRIXIE_DIR and kept) on a clean clone. Not the whole suite: the
+# unit tests, the lock contract, the interop peers, and the integration files closest to
+# the server and the interpreter (wire, TLS, transactions, locks, elections). Needs root.
+TRIXIE_DIR ?= /var/tmp/zklocks-ci-trixie
+# tests/contract last: its modules import from its conftest.py, and pytest loads the
+# conftest.py of every path given before it imports a test module (the last one wins).
+# The alert rules' tests need Debian's prometheus (promtool) and nothing of Python's or
+# ZooKeeper's version: they run in `make test` only.
+TRIXIE_TESTS ?= tests/unit --ignore=tests/unit/test_contrib_monitoring.py tests/peers \
+	$(addprefix tests/integration/test_,$(addsuffix .py,connection connection_tls \
+	transactions lock_family election election_async ensemble_tls cli_security \
+	hostile_input api_polish deadlines)) tests/contract
+test-trixie:
+	DIST=trixie FRESH_DIR=$(TRIXIE_DIR) \
+		FRESH_RUN='make test-subset TESTS="$(TRIXIE_TESTS)"' scripts/fresh-test.sh
 
 # The soaks pytest deselects by default (marker `soak`): the churn soak, and healthy
 # leases held on a healthy ensemble for ZKLOCKS_SOAK_MINUTES (default 10) that must

@@ -102,9 +102,10 @@ class Worker:
         options: dict[str, Any] = {"session_timeout": self.spec.session_timeout}
         # tickTime lets the lease rule know how long a cut-off member goes on answering;
         # passed once the library takes it (until then it learns it from `conf`, or not).
-        if self.spec.tick_time is not None and "tick_time" in inspect.signature(
-            zklocks.Client
-        ).parameters:
+        if (
+            self.spec.tick_time is not None
+            and "tick_time" in inspect.signature(zklocks.Client).parameters
+        ):
             options["tick_time"] = self.spec.tick_time
         return options
 

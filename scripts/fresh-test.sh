@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# `make fresh-test`: the README's two commands on a fresh Debian 12, as a new user runs them.
+# `make fresh-test`: the README's two commands on a fresh Debian, as a new user runs them.
 #
-# Builds a minimal Debian 12 (bookworm) with debootstrap, from the Debian mirror this
+# Builds a minimal Debian 12 (bookworm, the default) or 13 (trixie) with debootstrap, from the Debian mirror this
 # machine's apt already uses (read from /etc/apt/sources.list* now, never written down
 # here), copies a clean clone of this repository into it, and runs `make demo`, then
 # `make test`, with SIGINT ignored, as it is under `nohup make test &`, a script's `&`,
@@ -13,22 +13,34 @@
 # that intercepts TLS has its own), and uses its DNS servers. The first run downloads the
 # base system; the whole run takes 20+ minutes. Not part of CI.
 #
+#   DIST=SUITE         bookworm (Debian 12, Python 3.11, ZooKeeper 3.8) or trixie
+#                      (Debian 13, Python 3.13, ZooKeeper 3.9); default bookworm
 #   FRESH_DIR=DIR      where the base system and the run's copy live
-#                      (default /var/tmp/zklocks-fresh-bookworm)
+#                      (default /var/tmp/zklocks-fresh-SUITE: one per suite)
 #   FRESH_REBUILD=1    download the base system again
 #   FRESH_WORKTREE=1   also copy uncommitted changes (tracked files, and untracked files
 #                      that are not ignored): to try a change before committing it
 #   FRESH_MIRROR=URL   a Debian mirror to use instead of the one apt uses here
 #   PYTEST_ADDOPTS=... passed to pytest in `make test` (e.g. -k NAME: only some tests)
+#   FRESH_RUN=COMMAND  run this shell command in the clone instead of the README's two
+#                      (`make test-trixie` runs CI's subsets this way)
 set -euo pipefail
 
 repo="$(cd "$(dirname "$0")/.." && pwd)"
-dir="${FRESH_DIR:-/var/tmp/zklocks-fresh-bookworm}"
+suite="${DIST:-bookworm}"
+dir="${FRESH_DIR:-/var/tmp/zklocks-fresh-$suite}"
 base="$dir/base"
 root="$dir/run"
-suite=bookworm
 
 say() { echo "fresh-test: $*" >&2; }
+
+case "$suite" in
+    bookworm | trixie) ;;
+    *)
+        say "DIST must be bookworm or trixie, not '$suite'"
+        exit 2
+        ;;
+esac
 
 if [ "$(id -u)" -ne 0 ]; then
     say "needs root (debootstrap, chroot and mounts): run it with sudo"
@@ -178,14 +190,19 @@ mount_in /dev/shm -t tmpfs tmpfs
 
 # -- 3. the README's commands, as a new user types them, SIGINT ignored ------------------
 log="$dir/run.log"
-say "make demo, then make test${PYTEST_ADDOPTS:+ (PYTEST_ADDOPTS=$PYTEST_ADDOPTS)}, in $root; log: $log"
+what="make demo, then make test"
+[ -n "${FRESH_RUN:-}" ] && what="$FRESH_RUN"
+say "$what${PYTEST_ADDOPTS:+ (PYTEST_ADDOPTS=$PYTEST_ADDOPTS)}, in $root; log: $log"
 set +e
 chroot "$root" /usr/bin/env -i HOME=/root TERM=dumb LANG=C.UTF-8 \
     PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-    PYTEST_ADDOPTS="${PYTEST_ADDOPTS:-}" "${ca_env[@]}" \
+    PYTEST_ADDOPTS="${PYTEST_ADDOPTS:-}" FRESH_RUN="${FRESH_RUN:-}" "${ca_env[@]}" \
     /bin/sh -c '
         trap "" INT  # inherited across exec: make, pytest and every child start with it ignored
         cd /root/zklocks || exit 1
+        if [ -n "$FRESH_RUN" ]; then
+            exec /bin/sh -c "$FRESH_RUN"
+        fi
         start=$(date +%s)
         make demo; demo=$?
         echo "fresh-test: make demo exited $demo after $(($(date +%s) - start)) s"

@@ -11,7 +11,9 @@ How it breaks them is its ``answer``:
 * ``"body"``    the right xid and no error code, then a body that cannot be decoded;
 * ``"unsolicited"``  a reply nobody asked for, in the same segment as the handshake's
   answer: the client reads both at once, so the connection it has just established is
-  already dead when it sets it up (a socket that dies at birth).
+  already dead when it sets it up (a socket that dies at birth);
+* ``"truncated"``  a frame whose length says 100 bytes, 20 of them (the right xid),
+  then silence on that connection: only the client's read deadline ends the wait.
 
 ``StrayReplyRelay`` does the last to chosen connections of a real ZooKeeper, so a test
 can watch a session live through it.
@@ -28,7 +30,7 @@ from typing import Literal
 
 from nemesis.proxy import Proxy
 
-Answer = Literal["length", "xid", "body", "unsolicited"]
+Answer = Literal["length", "xid", "body", "unsolicited", "truncated"]
 MALFORMED: tuple[Answer, ...] = ("length", "xid", "body")  # every request's answer
 
 _GARBAGE = struct.pack(">i", -7)  # a frame length no server sends: a protocol error
@@ -115,11 +117,15 @@ class BrokenServer:
                     self.broken += 1
                     handshake += _reply(_UNSENT_XID)  # one segment: read in one go
                 conn.sendall(handshake)
+                silent = False
                 while not self._stopping:
                     (size,) = struct.unpack(">i", _read(conn, 4))
                     (xid,) = struct.unpack(">i", _read(conn, size)[:4])
+                    if silent:
+                        continue
                     self.broken += 1
                     conn.sendall(self._broken_reply(xid))
+                    silent = self.answer == "truncated"
             except (OSError, struct.error):
                 return
 
@@ -128,6 +134,8 @@ class BrokenServer:
             return _reply(_UNSENT_XID if xid != _PING_XID else _PING_XID - 100)
         if self.answer == "body":
             return _reply(xid, _UNDECODABLE)
+        if self.answer == "truncated":
+            return struct.pack(">iiqi", 100, xid, 1, 0) + b"\x00" * 4  # 20 of 100 bytes
         return _GARBAGE
 
 

@@ -41,6 +41,9 @@ import java.util.concurrent.locks.LockSupport;
 
 import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.CuratorFrameworkFactory;
+import org.apache.curator.framework.recipes.leader.LeaderLatch;
+import org.apache.curator.framework.recipes.leader.LeaderSelector;
+import org.apache.curator.framework.recipes.leader.LeaderSelectorListenerAdapter;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
 import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
 import org.apache.curator.framework.recipes.locks.InterProcessSemaphoreV2;
@@ -116,6 +119,21 @@ public final class CuratorWorker {
     private final Map<String, Handle> handles = new HashMap<>();
     private final Map<String, Background> background = new HashMap<>();
     private final Map<String, CountDownLatch> revocations = new HashMap<>();
+    private final Map<String, LeaderLatch> latches = new HashMap<>();
+    private final Map<String, Selector> selectors = new HashMap<>();
+
+    /** A LeaderSelector candidate that leads (takeLeadership runs) until told to stop. */
+    private static final class Selector extends LeaderSelectorListenerAdapter {
+        final CountDownLatch leading = new CountDownLatch(1);
+        final CountDownLatch stop = new CountDownLatch(1);
+        LeaderSelector selector;
+
+        @Override
+        public void takeLeadership(CuratorFramework client) throws Exception {
+            leading.countDown();
+            stop.await();
+        }
+    }
 
     public static void main(String[] args) throws Exception {
         BufferedReader in = new BufferedReader(
@@ -218,9 +236,61 @@ public final class CuratorWorker {
             case "revoke":
                 Revoker.attemptRevoke(client(), w[1]);
                 return "ok";
+            case "latch": { // latch NAME PATH ID: a LeaderLatch candidate, started
+                LeaderLatch latch = new LeaderLatch(client(), w[2], w[3]);
+                latches.put(w[1], latch);
+                latch.start();
+                return "ok";
+            }
+            case "leads": { // leads NAME MILLIS: leadership within that time?
+                LeaderLatch latch = latch(w[1]);
+                return latch.await(Long.parseLong(w[2]), TimeUnit.MILLISECONDS) ? "ok 1" : "ok 0";
+            }
+            case "leader": // leader NAME: the id getLeader() reads (empty: nobody)
+                return "ok " + latch(w[1]).getLeader().getId();
+            case "unlatch": // unlatch NAME: close (steps down, its node deleted)
+                latches.remove(w[1]).close();
+                return "ok";
+            case "selector": { // selector NAME PATH ID: a LeaderSelector candidate, started
+                Selector s = new Selector();
+                s.selector = new LeaderSelector(client(), w[2], s);
+                s.selector.setId(w[3]);
+                selectors.put(w[1], s);
+                s.selector.start();
+                return "ok";
+            }
+            case "selects": { // selects NAME MILLIS: leadership within that time?
+                Selector s = selector(w[1]);
+                return s.leading.await(Long.parseLong(w[2]), TimeUnit.MILLISECONDS)
+                        ? "ok 1" : "ok 0";
+            }
+            case "selected": // selected NAME: the id getLeader() reads
+                return "ok " + selector(w[1]).selector.getLeader().getId();
+            case "unselect": { // unselect NAME: takeLeadership returns, the selector closes
+                Selector s = selectors.remove(w[1]);
+                s.stop.countDown();
+                s.selector.close();
+                return "ok";
+            }
             default:
                 throw new IllegalArgumentException("unknown command " + w[0]);
         }
+    }
+
+    private Selector selector(String name) {
+        Selector s = selectors.get(name);
+        if (s == null) {
+            throw new IllegalArgumentException(name + " is not a selector");
+        }
+        return s;
+    }
+
+    private LeaderLatch latch(String name) {
+        LeaderLatch latch = latches.get(name);
+        if (latch == null) {
+            throw new IllegalArgumentException(name + " is not a latch");
+        }
+        return latch;
     }
 
     private void begin(String name) {

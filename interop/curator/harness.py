@@ -275,6 +275,39 @@ class CuratorWorker:
         """Release what :meth:`begin` holds (or stop waiting for it), and wait for that."""
         self.call("end", name, timeout=120)
 
+    def latch(self, name: str, path: str, identifier: str) -> None:
+        """Start a ``LeaderLatch`` candidate at ``path`` called ``identifier``."""
+        self.call("latch", name, path, identifier)
+
+    def leads(self, name: str, timeout: float = 0.0) -> bool:
+        """Does latch ``name`` lead (``LeaderLatch.await``, within ``timeout``)?"""
+        return self.call("leads", name, int(timeout * 1000), timeout=timeout + 60) == ["1"]
+
+    def leader(self, name: str) -> str:
+        """The id ``getLeader()`` of latch ``name`` reads: the head of its line."""
+        return " ".join(self.call("leader", name))
+
+    def unlatch(self, name: str) -> None:
+        """Close latch ``name``: it steps down, and its node goes."""
+        self.call("unlatch", name)
+
+    def selector(self, name: str, path: str, identifier: str) -> None:
+        """Start a ``LeaderSelector`` candidate at ``path`` (``setId(identifier)``); once it
+        leads it keeps leading until :meth:`unselect`."""
+        self.call("selector", name, path, identifier)
+
+    def selects(self, name: str, timeout: float = 0.0) -> bool:
+        """Does selector ``name`` lead (within ``timeout``)?"""
+        return self.call("selects", name, int(timeout * 1000), timeout=timeout + 60) == ["1"]
+
+    def selected(self, name: str) -> str:
+        """The id ``getLeader()`` of selector ``name`` reads: the mutex's first node."""
+        return " ".join(self.call("selected", name))
+
+    def unselect(self, name: str) -> None:
+        """Selector ``name`` steps down (``takeLeadership`` returns) and closes."""
+        self.call("unselect", name)
+
     def count(self, name: str, path: str, n: int) -> None:
         """``n`` times under ``name``: read the integer stored at ``path``, pause 2 ms,
         write it + 1. Not atomic: the lock alone keeps the count exact."""

@@ -40,7 +40,7 @@ from zklocks._errors import (
     TransactionFailed,
 )
 from zklocks._exclusive import exclusive
-from zklocks._protocol.records import Stat
+from zklocks._protocol.records import CreatedPath, Stat
 from zklocks._sync.client import Client
 from zklocks._sync.election import Election, MultiLock
 from zklocks._sync.locks import Lock, ReadWriteLock
@@ -71,6 +71,7 @@ __all__ = [
     "ConnectionFailed",
     "ConnectionState",
     "Contender",
+    "CreatedPath",
     "Election",
     "InvalidArgument",
     "InvalidPath",

@@ -51,7 +51,7 @@ def make_tls_files(directory: Path, *, days: int = 7) -> TLSFiles:
     except ImportError as error:  # pragma: no cover - depends on the environment
         raise ImportError(_INSTALL) from error
 
-    now = dt.datetime.now(dt.timezone.utc)
+    now = dt.datetime.now(dt.UTC)
     start, end = now - dt.timedelta(minutes=5), now + dt.timedelta(days=days)
 
     def name(common: str) -> Any:
@@ -63,6 +63,9 @@ def make_tls_files(directory: Path, *, days: int = 7) -> TLSFiles:
         )
 
     ca_key = ec.generate_private_key(ec.SECP256R1())
+    # Key identifiers: RFC 5280 wants them, and OpenSSL's VERIFY_X509_STRICT (on by
+    # default in Python 3.13's create_default_context) refuses a chain without them.
+    ca_key_id = x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key())
     ca_name = name("zklocks throwaway CA")
     ca_cert = (
         x509.CertificateBuilder()
@@ -74,6 +77,11 @@ def make_tls_files(directory: Path, *, days: int = 7) -> TLSFiles:
         .not_valid_after(end)
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
         .add_extension(_ca_usage(x509), critical=True)
+        .add_extension(ca_key_id, critical=False)
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_key_id),
+            critical=False,
+        )
         .sign(ca_key, hashes.SHA256())
     )
 
@@ -89,6 +97,13 @@ def make_tls_files(directory: Path, *, days: int = 7) -> TLSFiles:
             .not_valid_after(end)
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
             .add_extension(x509.ExtendedKeyUsage(list(usage)), critical=False)
+            .add_extension(
+                x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False
+            )
+            .add_extension(
+                x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_key_id),
+                critical=False,
+            )
             .add_extension(
                 x509.SubjectAlternativeName(
                     [

@@ -27,7 +27,27 @@ def unique(name: str) -> str:
 
 
 def help_text(thing: object) -> str:
-    return pydoc.render_doc(thing, renderer=pydoc.plaintext)
+    return one_line_signatures(pydoc.render_doc(thing, renderer=pydoc.plaintext))
+
+
+def one_line_signatures(text: str) -> str:
+    """pydoc's text with each method signature on one line, as Python 3.11 and 3.12 write
+    it: 3.13 breaks a long one after ``(``, a parameter a line, then ``) -> 'T'``."""
+
+    def join(match: re.Match[str]) -> str:
+        lines = match.group(1).splitlines()
+        return "(" + ", ".join(line.removeprefix(" |").strip().rstrip(",") for line in lines)
+
+    return re.sub(r"\(\n((?: \|      .*\n)+?) \|  (?=\))", join, text)
+
+
+def test_signatures_read_the_same_from_both_pydoc_layouts() -> None:
+    wrapped = (
+        " |  lock(\n |      self,\n |      path: 'str',\n |      *,\n"
+        " |      fair: 'bool' = True\n |  ) -> 'Lock'\n"
+    )
+    flat = " |  lock(self, path: 'str', *, fair: 'bool' = True) -> 'Lock'\n"
+    assert one_line_signatures(wrapped) == flat == one_line_signatures(flat)
 
 
 def test_help_of_lease_shows_token_and_node_and_no_internal_hooks() -> None:

@@ -34,7 +34,16 @@ from zklocks._protocol.errors import (
     RolledBackError,
     UnimplementedError,
 )
-from zklocks._protocol.records import Check, Children, Create, Delete, GetChildren, SetData, Stat
+from zklocks._protocol.records import (
+    Check,
+    Children,
+    Create,
+    CreatedPath,
+    Delete,
+    GetChildren,
+    SetData,
+    Stat,
+)
 from zklocks._vocabulary import SessionState, WatchEvent, WatchKind
 from zklocks.server import ZooKeeperServer
 
@@ -287,6 +296,10 @@ def test_user_operations(zk_server: ZooKeeperServer, base: str) -> None:
             )
             assert results[0] == base + "/m" and results[2] is None and results[3] is None
             assert isinstance(results[1], Stat) and results[1].version == 1
+            # one type whatever the server: 3.8.0 sends the path only, 3.8.2+ its Stat too
+            assert type(results[0]) is CreatedPath
+            if results[0].stat is not None:  # one multi, one zxid: created and set at once
+                assert results[0].stat.czxid == results[1].mzxid == results[1].czxid
             with pytest.raises(BadVersionError) as caught:
                 await conn.multi(Create(base + "/m2", ephemeral=False), Check(base + "/m", 0))
             assert caught.value.results is not None

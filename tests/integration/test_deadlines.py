@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
+import logging
 import threading
 import time
 import uuid
@@ -265,3 +267,51 @@ def test_clients_live_through_a_server_whose_connections_die_at_birth() -> None:
             assert asyncio.all_tasks() == {asyncio.current_task()}
 
     asyncio.run(main())
+
+
+def test_a_truncated_frame_fails_its_request_and_leaks_no_future() -> None:
+    """Issue 34: a server answers with a frame whose length says 100 bytes, sends 20, then
+    goes silent. The read deadline drops the connection and the request fails, and no
+    future is left holding an exception nobody reads ("Future exception was never
+    retrieved" reached the loop's exception handler, every run)."""
+    reported: list[dict[str, Any]] = []
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        loop.set_exception_handler(lambda _loop, context: reported.append(context))
+        with BrokenServer("truncated") as server:
+            client = await zklocks.AsyncClient(server.hosts, session_timeout=3.0).start()
+            try:
+                # longer than the read deadline (2/3 of the session timeout), so the
+                # create in flight is failed by the drop, and the retry by the timeout
+                with pytest.raises(zklocks.LockTimeout):
+                    await client.lock("/x").acquire(timeout=4.0)
+                # the read deadline ended the wait for the rest: the client dialled again
+                assert await asyncio.to_thread(server.wait_accepted, 2, 10.0)
+                assert server.broken >= 1
+            finally:
+                await client.stop()
+        gc.collect()  # a future dropped with its exception unread is reported now
+        # (it was the closeSession's: unanswered, then failed by close() itself)
+
+    asyncio.run(main())
+    gc.collect()
+    assert reported == []
+
+
+def test_a_truncated_frame_leaks_no_future_from_the_sync_client(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The same with the sync client, whose loop runs in a thread of its own: its default
+    exception handler logs the leak on the ``asyncio`` logger."""
+    caplog.set_level(logging.ERROR, logger="asyncio")
+    with BrokenServer("truncated") as server:
+        client = zklocks.Client(server.hosts, session_timeout=3.0).start()
+        try:
+            error, _ = bounded(lambda: client.lock("/x").acquire(timeout=4.0), 20.0)
+            assert isinstance(error, zklocks.LockTimeout), error
+            assert server.wait_accepted(2, 10.0)
+        finally:
+            client.stop()
+    gc.collect()
+    assert [r.getMessage() for r in caplog.records if r.name == "asyncio"] == []

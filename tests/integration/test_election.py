@@ -10,8 +10,10 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -107,6 +109,22 @@ def test_an_election_path_is_not_a_lock_path(clients: list[zklocks.Client], path
     ):
         clients[1].lock(path).acquire(timeout=5)
     assert children(clients[0], path) == []
+
+
+def test_an_election_refuses_a_path_holding_a_curator_latch(
+    clients: list[zklocks.Client], path: str, kazoo: Any
+) -> None:
+    """Curator's LeaderLatch ignores our candidates and we would ignore its: two leaders.
+    A node named as LeaderLatch names its own (LAYOUTS.md, section 9) stops the campaign,
+    which leaves nothing behind."""
+    latch = kazoo.create(
+        f"{path}/_c_{uuid.uuid4()}-latch-", b"curator-1", ephemeral=True, sequence=True,
+        makepath=True,
+    )  # fmt: skip
+    with pytest.raises(zklocks.InvalidArgument, match="Curator's LeaderLatch") as refused:
+        clients[0].election(path).campaign(timeout=5)
+    assert latch.rsplit("/", 1)[1] in str(refused.value)
+    assert children(clients[0], path) == [latch.rsplit("/", 1)[1]]  # ours is gone
 
 
 # -- at most one leader, across processes ------------------------------------------------

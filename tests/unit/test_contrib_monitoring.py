@@ -60,10 +60,10 @@ def exported() -> set[str]:
     finally:
         zklocks.metrics.disable()
         events.sink = before
-    joined = dt.datetime.now(tz=dt.timezone.utc).isoformat()
+    joined = dt.datetime.now(tz=dt.UTC).isoformat()
     holder = {"kind": "election", "joined": joined, "token": 7, "identifier": "a"}
     state = {"holders": [holder], "waiters": [], "token": 7}
-    board = Board({"/e": LockView("/e", "election", state)}, dt.datetime.now(tz=dt.timezone.utc))
+    board = Board({"/e": LockView("/e", "election", state)}, dt.datetime.now(tz=dt.UTC))
     serve = _series_names(BoardCollector(lambda: board, lambda: True).collect())
     assert set(GAUGES) <= serve  # the collector makes every family it declares
     return library | serve

@@ -83,8 +83,8 @@ def test_unprotected_curator_names_are_read_without_a_token() -> None:
 def test_a_layout_without_a_kind_refuses_to_name_it() -> None:
     with pytest.raises(ValueError, match="kazoo"):
         dialects.KAZOO.prefix("permit", A, 2)
-    with pytest.raises(ValueError, match="Curator"):
-        dialects.CURATOR.prefix("elect", A)
+    with pytest.raises(ValueError, match="kazoo"):
+        dialects.KAZOO.prefix("elect", A)
 
 
 # -- ordering: the peers' own ------------------------------------------------------------
@@ -106,6 +106,40 @@ def test_curator_counts_every_child_and_sorts_foreign_ones_by_their_whole_name()
     assert [n.name for n in line] == [early, me, ours_default, kazoo_node]
     assert [n.kind for n in line] == ["foreign", "lock", "foreign", "foreign"]
     assert dialects.CURATOR.line_up_to(node, [kazoo_node]) is None  # we are gone
+
+
+def test_a_curator_election_candidate_is_a_leader_latch_node_in_latch_order() -> None:
+    """LeaderLatch (LAYOUTS.md, section 9): ``_c_<uuid>-latch-<seq>``, every child in line
+    ordered by the text after the last ``latch-``; the first leads, each waits for the one
+    just before it."""
+    mine, theirs, later = curator("elect", A, 4), curator("elect", B, 2), curator("elect", B, 7)
+    assert mine == f"_c_{uuid.UUID(hex=A)}-latch-{seq(4)}"
+    me = dialects.CURATOR.read(mine)
+    assert me is not None and me.kind == "elect" and me.attempt == A and me.sequence == 4
+    line = dialects.CURATOR.line_up_to(me, [later, mine, f"lock-{A}-{seq(1)}", theirs])
+    assert line is not None
+    assert [n.name for n in line] == [theirs, mine, later, f"lock-{A}-{seq(1)}"]
+    assert CURATOR_RULES.decide(me, line) == WaitFor((theirs,))
+    assert CURATOR_RULES.decide(line[0], line) == GRANTED
+    assert layouts.choose("curator", "elect") is layouts.CURATOR
+
+
+def test_a_leader_selector_candidate_is_a_curator_mutex_node() -> None:
+    """LeaderSelector stands in an InterProcessMutex: ``_c_<uuid>-lock-<seq>`` nodes read
+    as candidates, every child in ``lock-`` order, the first leads."""
+    selector = dialects.CURATOR_SELECTOR
+    mine = selector.prefix("elect", A) + seq(4)
+    theirs = dialects.CURATOR.prefix("lock", B) + seq(2)
+    assert mine == curator("lock", A, 4)
+    me = selector.read(mine)
+    assert me is not None and me.kind == "elect" and me.dialect == "curator-selector"
+    assert selector.read(curator("elect", B, 1)) is None  # a LeaderLatch node is not one
+    line = selector.line_up_to(me, [mine, theirs])
+    assert line is not None and [n.name for n in line] == [theirs, mine]
+    assert CURATOR_RULES.decide(me, line) == WaitFor((theirs,))
+    assert layouts.choose("curator-selector", "elect") is layouts.CURATOR_SELECTOR
+    with pytest.raises(InvalidArgument, match="curator-selector layout has no"):
+        layouts.choose("curator-selector", "lock")
 
 
 def test_curator_read_write_order_and_who_is_a_writer() -> None:
@@ -217,7 +251,7 @@ def test_planted_rules_apply_to_every_kind() -> None:
         ("kazoo", "permit", True, "kazoo layout has no semaphore"),
         ("curator", "lock", False, "no one-node lock"),
         ("kazoo", "lock", False, "no one-node lock"),
-        ("curator", "elect", True, "has no leader election"),
+        ("kazoo", "elect", True, "has no leader election"),
         ("Curator", "lock", True, "layout must be one of"),
         (None, "lock", True, "layout must be one of"),
     ],

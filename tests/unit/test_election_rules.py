@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from flow_support import Stepper, watched
+from zklocks._core import dialects as _dialects
 from zklocks._core import election as _election
 from zklocks._core import multilock as _multilock
 from zklocks._core import nodes as _nodes
@@ -154,3 +155,37 @@ def test_the_deadline_or_a_stopped_client_ends_the_observation(end: Any) -> None
     s = _observer(None)
     s.expect(Pipeline, (ClientClosedError(),))
     assert s.done and s.result is False
+
+
+CURATOR_UUID = "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"
+
+
+@pytest.mark.parametrize(
+    ("foreign", "whose"),
+    [
+        (f"_c_{CURATOR_UUID}-latch-0000000000", "Curator's LeaderLatch"),
+        (f"_c_{CURATOR_UUID}-lock-0000000000", "Curator's LeaderSelector"),
+        (f"{ATTEMPT}__lock__0000000000", "kazoo's Election or Lock"),
+    ],
+)
+def test_an_election_refuses_a_path_holding_another_clients_candidate(
+    foreign: str, whose: str
+) -> None:
+    """Curator's and kazoo's elections ignore our nodes, as we ignore theirs: standing in
+    such a path would make two leaders, so a candidate refuses it, ahead or behind."""
+    for me in (elect(1), elect(0)):
+        line = _dialects.ZKLOCKS.line_up_to(me, [foreign, me.name])
+        assert line is not None
+        decision = decide(me, line)
+        assert isinstance(decision, Refused)
+        assert foreign in decision.reason and whose in decision.reason
+
+
+def test_other_children_stop_no_election_and_foreign_candidates_stop_no_lock() -> None:
+    me = elect(1)
+    line = _dialects.ZKLOCKS.line_up_to(me, ["config", "notes-0000000002", me.name])
+    assert line == [me] and decide(me, line) is GRANTED
+    lock = _nodes.parse(f"{_nodes.sequential_prefix('lock', ATTEMPT)}0000000001")
+    assert lock is not None
+    foreign = f"_c_{CURATOR_UUID}-latch-0000000000"
+    assert _dialects.ZKLOCKS.line_up_to(lock, [foreign, lock.name]) == [lock]

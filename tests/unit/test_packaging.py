@@ -64,6 +64,10 @@ def test_the_metadata_names_the_license_and_links_nothing_an_index_cannot_serve(
     assert metadata["License-Expression"] == "Apache-2.0"
     classifiers = metadata.get_all("Classifier") or []
     assert "Typing :: Typed" in classifiers
+    # only what is tested (CI: Debian 12's 3.11, Debian 13's 3.13); 3.10 is past its end
+    assert metadata["Requires-Python"] == ">=3.11"
+    versions = [c for c in classifiers if c.startswith("Programming Language :: Python :: 3.")]
+    assert versions == [f"Programming Language :: Python :: 3.{v}" for v in (11, 13)]
     assert "Topic :: System :: Distributed Computing" in classifiers
     description = metadata.get_payload()
     assert isinstance(description, str) and description.startswith("# zklocks")

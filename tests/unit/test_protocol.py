@@ -334,7 +334,10 @@ def test_reply_decodes(row: Row) -> None:
     for kind in WatchTable:
         assert session.watches.paths(kind) == row.registered.get(kind, [])
     assert session.in_flight == 0
-    assert session.last_zxid == max(header(r)[1] for r in replies if header(r)[1] > 0)
+    # the reply's zxid; a notification's never counts (see the 3.9 test below)
+    assert session.last_zxid == max(
+        (header(r)[1] for r in replies if header(r)[0] != -1 and header(r)[1] > 0), default=0
+    )
 
 
 def test_handshake_new_session() -> None:
@@ -420,6 +423,27 @@ def test_notifications_are_routed_to_watchers() -> None:
     assert session.watches.paths(WatchTable.DATA) == []
     assert session.watches.paths(WatchTable.EXIST) == []
     assert session.watches.paths(WatchTable.PERSISTENT_RECURSIVE) == [BASE]
+
+
+@pytest.mark.parametrize("zxid", [1, 0x7FFF_0000_0000])
+def test_a_notification_with_a_zxid_leaves_last_zxid_alone(zxid: int) -> None:
+    """ZooKeeper 3.9 (ZOOKEEPER-4655) puts the triggering transaction's zxid in a
+    notification's header, where 3.8 put -1. The Java client returns from its
+    notification branch before it reads the header's zxid, so only replies to requests
+    move ``last_zxid``, which a reconnect then shows the server: moved by a notification
+    it could go back (a lower zxid) or ahead of what our own requests saw."""
+    session = connected_session()
+    session._xid = header(frames("set_data")[-1])[0] - 1
+    session.request(SetData(BASE, b"world", 0), "t")
+    session.receive(frames("set_data")[-1])
+    seen = session.last_zxid
+    assert seen > 1
+    captured = bytearray(frames("notify_data_changed")[0])
+    assert header(bytes(captured))[:2] == (-1, -1)  # 3.8: no zxid
+    struct.pack_into(">q", captured, 8, zxid)  # as 3.9 sends it
+    (event,) = session.receive(bytes(captured))
+    assert isinstance(event, Notification) and event.path == BASE
+    assert session.last_zxid == seen
 
 
 def test_notifications_ahead_of_a_reply() -> None:

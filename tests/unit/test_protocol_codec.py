@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 import struct
 
 import pytest
@@ -27,13 +28,16 @@ from zklocks._protocol.records import (
     AddWatch,
     Check,
     Create,
+    CreatedPath,
     Exists,
     Multi,
+    SetData,
+    Stat,
     Sync,
     WireACL,
     digest_id,
 )
-from zklocks._protocol.session import Established, Session
+from zklocks._protocol.session import Established, Session, WireReply
 
 
 @pytest.mark.parametrize(
@@ -68,8 +72,8 @@ def test_from_server_leaves_paths_outside_the_chroot_alone() -> None:
     assert codec.from_server("/application", "/app") == "/application"
 
 
-def established() -> Session:
-    session = Session(timeout_ms=10_000)
+def established(chroot: str = "") -> Session:
+    session = Session(timeout_ms=10_000, chroot=chroot)
     session.connect()
     reply = struct.pack(">iiqi", 0, 10_000, 0x1234, 16) + b"p" * 16 + b"\x00"
     (event,) = session.receive(struct.pack(">i", len(reply)) + reply)
@@ -236,3 +240,50 @@ def test_every_code_maps_to_its_own_class() -> None:
 def test_digest_id_matches_zookeeper() -> None:
     # DigestAuthenticationProvider.generateDigest("super:test") from ZooKeeper's docs
     assert digest_id("super", "test").id == "super:D/InIHSb7yEEbrWz8b9l71RjZJU="
+
+
+# ZooKeeper 3.9's multi reply, in the codec's layout: the 3.8.0 capture in data/ answers
+# our create2 with a create result (the path); 3.8.2+ and 3.9 with a create2 one (the
+# path, then the node's Stat: ZOOKEEPER-4026). Built by hand, as the server writes it:
+# a MultiHeader (type, done, err 0) before each result, then (-1, true, -1).
+_NODE_STAT = (40, 40, 1_700_000_000_000, 1_700_000_000_000, 0, 0, 0, 0, 1, 0, 40)
+_SET_STAT = (40, 41, 1_700_000_000_000, 1_700_000_000_001, 1, 0, 0, 0, 1, 0, 40)
+
+
+def _multi_reply(xid: int, *, with_stat: bool) -> bytes:
+    create = jute.MULTI_HEADER.pack(OpCode.CREATE2 if with_stat else OpCode.CREATE, False, 0)
+    create += jute.write_string("/app/m-0000000007")
+    if with_stat:
+        create += jute.STAT.pack(*_NODE_STAT)
+    body = (
+        jute.REPLY_HEADER.pack(xid, 41, 0)
+        + create
+        + jute.MULTI_HEADER.pack(OpCode.SET_DATA, False, 0)
+        + jute.STAT.pack(*_SET_STAT)
+        + jute.MULTI_HEADER.pack(OpCode.CHECK, False, 0)
+        + jute.MULTI_HEADER.pack(-1, True, -1)
+    )
+    return struct.pack(">i", len(body)) + body
+
+
+@pytest.mark.parametrize("with_stat", [False, True], ids=["3.8.0", "3.9"])
+def test_a_create_in_a_multi_is_one_type_whatever_the_server(with_stat: bool) -> None:
+    session = established(chroot="/app")
+    multi = Multi(
+        (
+            Create("/m-", b"x", ephemeral=False, sequential=True),
+            SetData("/m-0000000007", b"y", 0),
+            Check("/m-0000000007", 1),
+        )
+    )
+    request = session.request(multi, "t")
+    xid = struct.unpack_from(">i", request, 4)[0]
+    (reply,) = session.receive(_multi_reply(xid, with_stat=with_stat))
+    assert isinstance(reply, WireReply) and reply.ok
+    created, stat, checked = reply.value
+    assert type(created) is CreatedPath and created == "/m-0000000007"  # chroot removed
+    assert created.stat == (Stat(*_NODE_STAT) if with_stat else None)
+    assert stat == Stat(*_SET_STAT) and checked is None
+    assert session.last_zxid == 41
+    copy = pickle.loads(pickle.dumps(created))
+    assert (type(copy), copy, copy.stat) == (CreatedPath, created, created.stat)

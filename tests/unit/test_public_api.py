@@ -112,6 +112,7 @@ def test_transactions_on_both_clients() -> None:
     for cls in (zklocks.Client, zklocks.AsyncClient):
         assert "transaction" in dir(cls)
     assert issubclass(zklocks.TransactionFailed, zklocks.LockError)
+    assert issubclass(zklocks.CreatedPath, str)  # a create's result: the path, and .stat
 
 
 def test_fencing_names_and_its_optional_dependencies_stay_unimported() -> None:

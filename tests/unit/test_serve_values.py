@@ -38,7 +38,7 @@ def test_under_is_a_path_prefix_not_a_string_prefix() -> None:
 
 
 def test_a_cached_document_is_aged_to_now_and_the_oldest_hold_counts_from_creation() -> None:
-    joined = dt.datetime(2026, 1, 1, 12, 0, 0, tzinfo=dt.timezone.utc)
+    joined = dt.datetime(2026, 1, 1, 12, 0, 0, tzinfo=dt.UTC)
     holder = {"joined": joined.isoformat(), "age_s": 0.0, "token": 3}
     later = {"joined": (joined + dt.timedelta(seconds=30)).isoformat(), "age_s": 0.0, "token": 9}
     state = {"holders": [holder, later], "waiters": [], "token": 9, "at": "then"}
@@ -53,7 +53,7 @@ def test_a_cached_document_is_aged_to_now_and_the_oldest_hold_counts_from_creati
 
 
 def test_a_grant_the_feed_saw_times_the_hold_from_it_not_from_creation() -> None:
-    joined = dt.datetime(2026, 1, 1, 12, 0, 0, tzinfo=dt.timezone.utc)
+    joined = dt.datetime(2026, 1, 1, 12, 0, 0, tzinfo=dt.UTC)
     read = joined + dt.timedelta(seconds=50)  # granted (and read) after 50 s in line
     holder = {"node": "/l/elect-1", "joined": joined.isoformat(), "age_s": 50.0, "held_s": 0.0}
     state = {"holders": [holder], "waiters": [], "token": 3, "at": read.isoformat()}

@@ -29,7 +29,7 @@ from zklocks._protocol.errors import (
     SessionExpiredError,
     ZooKeeperError,
 )
-from zklocks._protocol.records import Check, Create, Created, Delete, Multi, SetData, Stat
+from zklocks._protocol.records import Check, Create, CreatedPath, Delete, Multi, SetData, Stat
 from zklocks._protocol.session import Session
 
 NODE = "/locks/orders/lock-" + "a" * 32 + "-0000000007"
@@ -89,9 +89,11 @@ def test_results_are_one_per_op_of_the_caller() -> None:
     sample_ops(txn)
     flow, _ = start(txn)
     stat = Stat(czxid=3, version=4)
-    # the server answers a create inside a multi as create2 (path and stat) or create
-    reply = [None, Created("/orders/42", Stat(czxid=9)), stat, None, None]
-    assert finish(flow, reply) == ["/orders/42", stat, None, None]
+    # the codec reads a create inside a multi as a CreatedPath, with a Stat from 3.8.2 on
+    reply = [None, CreatedPath("/orders/42", Stat(czxid=9)), stat, None, None]
+    results = finish(flow, reply)
+    assert results == ["/orders/42", stat, None, None]
+    assert isinstance(results[0], CreatedPath) and results[0].stat == Stat(czxid=9)
 
 
 def test_a_plain_multi_has_no_check_of_its_own() -> None:
@@ -99,7 +101,9 @@ def test_a_plain_multi_has_no_check_of_its_own() -> None:
     txn.create("/a/s-", sequential=True, ephemeral=True)
     flow, multi = start(txn)
     assert multi.ops == (Create("/a/s-", b"", ephemeral=True, sequential=True),)
-    assert finish(flow, ["/a/s-0000000003"]) == ["/a/s-0000000003"]
+    (created,) = finish(flow, [CreatedPath("/a/s-0000000003")])  # 3.8.0: no Stat
+    assert created == "/a/s-0000000003" and isinstance(created, CreatedPath)
+    assert created.stat is None
 
 
 def test_the_guard_check_failing_is_lock_lost_with_nothing_applied() -> None:

@@ -107,9 +107,11 @@ class AsyncClient(LockMaker[AsyncLock, AsyncReadWriteLock, StartableCarrier]):
     def _new_read_write(self, read: LockConfig, write: LockConfig) -> AsyncReadWriteLock:
         return AsyncReadWriteLock(self._new_lock(read), self._new_lock(write))
 
-    def election(self, path: str, *, identifier: str | None = None) -> AsyncElection:
+    def election(
+        self, path: str, *, identifier: str | None = None, layout: str = "zklocks"
+    ) -> AsyncElection:
         """A leader election at ``path`` (see ``Client.election``)."""
-        config = self._config(path, ELECTION_KIND, identifier=identifier)
+        config = self._config(path, ELECTION_KIND, identifier=identifier, layout=layout)
         return self._join(AsyncElection(self, config))
 
     def multi_lock(self, locks: Iterable[AsyncLock]) -> AsyncMultiLock:

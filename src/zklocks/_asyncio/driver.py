@@ -117,7 +117,7 @@ class Inbox:
                 return ops.TIMED_OUT
             try:
                 await asyncio.wait_for(ready.wait(), until.remaining())
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 return ops.TIMED_OUT
         taken, self._events = tuple(self._events), []
         return taken

@@ -84,7 +84,7 @@ class AsyncSession:
             remaining = Deadline(deadline, self.facts.clock).remaining()
             try:
                 await asyncio.wait_for(self._connected.wait(), remaining)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 return [TIMED_OUT for _ in requests]  # never sent
         futures = submit_all(self.connection, requests, watcher)
         await _all_answered(futures)

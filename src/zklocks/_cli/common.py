@@ -328,7 +328,7 @@ def seconds(value: float) -> str:
 
 def age(created: dt.datetime, now: dt.datetime | None = None) -> float:
     """Seconds since ``created`` (never negative: clocks of two machines may disagree)."""
-    now = now or dt.datetime.now(tz=dt.timezone.utc)
+    now = now or dt.datetime.now(tz=dt.UTC)
     return max(0.0, (now - created).total_seconds())
 
 

@@ -142,7 +142,7 @@ def elect(
 
 def leader_json(path: str, leader: Contender | None) -> dict[str, Any]:
     """The ``--json`` document: ``leader`` is null when nobody leads."""
-    now = dt.datetime.now(tz=dt.timezone.utc)
+    now = dt.datetime.now(tz=dt.UTC)
     if leader is None:
         return {"path": path, "at": json_time(now), "leader": None}
     return {
@@ -161,7 +161,7 @@ def leader_json(path: str, leader: Contender | None) -> dict[str, Any]:
 
 
 def leader_text(leader: Contender | None, *, stamp: bool = False) -> str:
-    when = f"{dt.datetime.now(tz=dt.timezone.utc):%H:%M:%S} " if stamp else ""
+    when = f"{dt.datetime.now(tz=dt.UTC):%H:%M:%S} " if stamp else ""
     if leader is None:
         return f"{when}no leader"
     return (

@@ -82,7 +82,7 @@ def route(method: str, target: str, sources: Sources) -> Answer:
         body, content_type = sources.metrics()
         return Answer(200, content_type, body)
     if path in ("/locks", "/locks/"):
-        return _json(200, _lock_list(sources.board(), dt.datetime.now(tz=dt.timezone.utc)))
+        return _json(200, _lock_list(sources.board(), dt.datetime.now(tz=dt.UTC)))
     for prefix, answer in (("/locks/", _one_lock), ("/leader/", _leader)):
         if path.startswith(prefix):
             lock, problem = _lock_argument(path[len(prefix) - 1 :], sources.roots)
@@ -131,7 +131,7 @@ def _lock_argument(path: str, roots: Sequence[str]) -> tuple[str, Answer | None]
 
 
 def _one_lock(path: str, sources: Sources) -> Answer:
-    now = dt.datetime.now(tz=dt.timezone.utc)
+    now = dt.datetime.now(tz=dt.UTC)
     view = sources.board().locks.get(path)
     if view is not None:
         return _json(200, fresh_state(view.state, now))

@@ -46,7 +46,7 @@ class BoardCollector:
         from prometheus_client.core import GaugeMetricFamily
 
         board = self._board()
-        now = dt.datetime.now(tz=dt.timezone.utc)
+        now = dt.datetime.now(tz=dt.UTC)
         families = {
             name: GaugeMetricFamily(name, text, labels=["path"])
             for name, text in GAUGES.items()

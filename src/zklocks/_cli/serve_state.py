@@ -259,12 +259,12 @@ class Feed:
             kind = _kind_of(state, summary, before.kind if before else "lock")
             waiting = self._seen_waiting.setdefault(path, set())
             granted = self._granted.setdefault(path, {})
-            note_grants(state, waiting, granted, dt.datetime.now(tz=dt.timezone.utc).timestamp())
+            note_grants(state, waiting, granted, dt.datetime.now(tz=dt.UTC).timestamp())
             locks[path] = LockView(path, kind, state, dict(granted))
         for gone in set(self._granted) - set(locks):
             self._granted.pop(gone, None)
             self._seen_waiting.pop(gone, None)
-        return Board(locks, dt.datetime.now(tz=dt.timezone.utc))
+        return Board(locks, dt.datetime.now(tz=dt.UTC))
 
 
 def read_one(client: Client, path: str) -> dict[str, Any] | None:

@@ -32,14 +32,14 @@ def json_time(moment: dt.datetime) -> str:
     One format across commands, so a script can compare ``status``'s ``joined`` with
     ``leader``'s ``candidate_since`` as text; ZooKeeper's node times have milliseconds.
     """
-    return moment.astimezone(dt.timezone.utc).isoformat(timespec="milliseconds")
+    return moment.astimezone(dt.UTC).isoformat(timespec="milliseconds")
 
 
 def snapshot(client: Client, path: str) -> dict[str, Any]:
     """The state of one lock as a JSON-ready dict (the ``--json`` document)."""
     contenders = client._run(list_contenders(path))
     acl = client._run(directory_acl(path))
-    now = dt.datetime.now(tz=dt.timezone.utc)
+    now = dt.datetime.now(tz=dt.UTC)
     entries = [_entry(place, now) for place in line_up(contenders)]
     holders = [e for e in entries if e["holder"]]
     return {

@@ -105,10 +105,7 @@ class Supervisor:
         }
         group: dict[str, Any] = {}
         if not self.foreground:
-            if sys.version_info >= (3, 11):
-                group["process_group"] = 0
-            else:
-                group["start_new_session"] = True
+            group["process_group"] = 0
         return subprocess.Popen(list(self.command), env=env, **group)
 
     def run(self, lease: Lease) -> int:

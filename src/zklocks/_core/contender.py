@@ -68,7 +68,7 @@ def contender_of(path: str, node: _nodes.NodeName, reply: NodeData, holder: bool
         sequence=node.sequence,
         holder=holder,
         identifier=payload.identifier,
-        created=dt.datetime.fromtimestamp(reply.stat.ctime_ms / 1000, tz=dt.timezone.utc),
+        created=dt.datetime.fromtimestamp(reply.stat.ctime_ms / 1000, tz=dt.UTC),
         token=reply.stat.czxid,
         host=payload.host,
         pid=payload.pid,

@@ -62,7 +62,12 @@ class Dialect:
 
 
 class ZklocksDialect(Dialect):
-    """Our own names (``zklocks._core.nodes``): the only dialect with a one-node lock."""
+    """Our own names (``zklocks._core.nodes``): the only dialect with a one-node lock.
+
+    An election's line also carries, at its end, every child that is another client's
+    candidate (``foreign_candidate``), so that the rules refuse the path: those clients
+    ignore our nodes as we would ignore theirs, and each side would elect its own leader.
+    """
 
     name = "zklocks"
     kinds = frozenset(_nodes.KINDS)
@@ -74,17 +79,29 @@ class ZklocksDialect(Dialect):
         return _nodes.parse(name)
 
     def line_up_to(self, me: NodeName, children: Iterable[str]) -> list[NodeName] | None:
-        return _nodes.line_up_to(me, children)
+        names = list(children)
+        line = _nodes.line_up_to(me, names)
+        if line is None or me.kind != _nodes.ELECTION_KIND:
+            return line
+        for name in names:
+            whose = foreign_candidate(name)
+            if whose is not None:
+                line.append(NodeName(name, "foreign", "", 0, dialect=whose))
+        return line
 
 
 _UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
-_CURATOR = re.compile(rf"^(?:_c_({_UUID})-)?(lock-|__READ__|__WRIT__|lease-)(-?[0-9]{{9,10}})$")
-# Curator's markers: ``lease-`` is SemaphoreV2's (the same word as our permit prefix).
+_CURATOR = re.compile(
+    rf"^(?:_c_({_UUID})-)?(lock-|__READ__|__WRIT__|lease-|latch-)(-?[0-9]{{9,10}})$"
+)
+# Curator's markers: ``lease-`` is SemaphoreV2's (the same word as our permit prefix),
+# ``latch-`` LeaderLatch's (an election candidate).
 _CURATOR_KIND = {
     "lock-": "lock",
     "__READ__": "read",
     "__WRIT__": "write",
     "lease-": _nodes.PERMIT_KIND,
+    "latch-": _nodes.ELECTION_KIND,
 }
 _CURATOR_MARKER = {kind: marker for marker, kind in _CURATOR_KIND.items()}
 _TRAILING_NUMBER = re.compile(r"(-?[0-9]{9,10})$")
@@ -99,6 +116,11 @@ def _after_last(text: str, marker: str) -> str:
 def curator_mutex_key(name: str) -> str:
     """How ``InterProcessMutex`` orders a child: the text after the last ``lock-``."""
     return _after_last(name, "lock-")
+
+
+def curator_latch_key(name: str) -> str:
+    """How ``LeaderLatch`` orders a child: the text after the last ``latch-``."""
+    return _after_last(name, "latch-")
 
 
 def curator_read_write_key(name: str) -> str:
@@ -118,7 +140,7 @@ class CuratorDialect(Dialect):
     """
 
     name = "curator"
-    kinds = frozenset({"lock", "read", "write", _nodes.PERMIT_KIND})
+    kinds = frozenset({"lock", "read", "write", _nodes.PERMIT_KIND, _nodes.ELECTION_KIND})
 
     def prefix(self, kind: str, attempt: str, permits: int | None = None) -> str:
         if kind not in _CURATOR_MARKER:
@@ -139,7 +161,11 @@ class CuratorDialect(Dialect):
             return None
         if me.kind == _nodes.PERMIT_KIND:  # SemaphoreV2's leases: every child counts, in no order
             return [self._seen(name) for name in sorted(names)]
-        key = curator_read_write_key if me.kind in ("read", "write") else curator_mutex_key
+        key = curator_mutex_key
+        if me.kind in ("read", "write"):
+            key = curator_read_write_key
+        elif me.kind == _nodes.ELECTION_KIND:
+            key = curator_latch_key
         names.sort(key=key)  # stable, like Java's sort of the same listing
         return [self._seen(name) for name in names]
 
@@ -150,6 +176,37 @@ class CuratorDialect(Dialect):
         match = _TRAILING_NUMBER.search(name)
         kind = "write" if "__WRIT__" in name else "foreign"
         return NodeName(name, kind, "", int(match.group(1)) if match else 0, dialect=self.name)
+
+
+class CuratorSelectorDialect(CuratorDialect):
+    """Apache Curator's ``LeaderSelector``: a candidate is an ``InterProcessMutex``
+    contender on the election path (``_c_<uuid>-lock-<seq>``), and it leads while it
+    holds the mutex: the first of every child in ``lock-`` order (LAYOUTS.md, section 9).
+    Only elections: its nodes are Curator's mutex nodes, read as candidates here."""
+
+    name = "curator-selector"
+    kinds = frozenset({_nodes.ELECTION_KIND})
+
+    def prefix(self, kind: str, attempt: str, permits: int | None = None) -> str:
+        if kind != _nodes.ELECTION_KIND:
+            raise ValueError(f"Curator's LeaderSelector has no contender kind {kind!r}")
+        return super().prefix("lock", attempt)
+
+    def read(self, name: str) -> NodeName | None:
+        node = super().read(name)
+        if node is None or node.kind != "lock":
+            return None
+        return replace(node, kind=_nodes.ELECTION_KIND, dialect=self.name)
+
+    def line_up_to(self, me: NodeName, children: Iterable[str]) -> list[NodeName] | None:
+        names = list(children)
+        if me.name not in names:
+            return None
+        return [self._seen(name) for name in sorted(names, key=curator_mutex_key)]
+
+    def _seen(self, name: str) -> NodeName:
+        node = self.read(name)
+        return node if node is not None else super()._seen(name)
 
 
 _KAZOO = re.compile(r"^([0-9a-f]{32})(__lock__|__rlock__)(-?[0-9]{9,10})$")
@@ -202,8 +259,39 @@ class KazooDialect(Dialect):
 
 ZKLOCKS = ZklocksDialect()
 CURATOR = CuratorDialect()
+CURATOR_SELECTOR = CuratorSelectorDialect()
 KAZOO = KazooDialect()
-DIALECTS: dict[str, Dialect] = {d.name: d for d in (ZKLOCKS, CURATOR, KAZOO)}
+DIALECTS: dict[str, Dialect] = {d.name: d for d in (ZKLOCKS, CURATOR, CURATOR_SELECTOR, KAZOO)}
+
+
+def curator_election_line(children: Iterable[str], dialect: Dialect) -> list[NodeName]:
+    """The line of a Curator election as its ``getLeader()`` reads it: every child, in
+    ``latch-`` order (``LeaderLatch``) or ``lock-`` order (``LeaderSelector``)."""
+    if isinstance(dialect, CuratorSelectorDialect):
+        return [dialect._seen(name) for name in sorted(children, key=curator_mutex_key)]
+    return [CURATOR._seen(name) for name in sorted(children, key=curator_latch_key)]
+
+
+# Curator's LeaderLatch: a protected ``latch-`` node (LAYOUTS.md, section 9). Its
+# LeaderSelector stands in an InterProcessMutex, whose ``lock-`` nodes CURATOR reads.
+_CURATOR_LATCH = re.compile(rf"^(?:_c_{_UUID}-)?latch-(-?[0-9]{{9,10}})$")
+
+
+def foreign_candidate(name: str) -> str | None:
+    """Whose candidate (or lock contender) ``name`` is when it is another client's: a
+    phrase for an error message; None for ours and for children that are nobody's."""
+    if _nodes.parse(name) is not None:
+        return None
+    if _CURATOR_LATCH.match(name):
+        return "Curator's LeaderLatch"
+    node = CURATOR.read(name)
+    if node is not None:
+        if node.kind == "lock":
+            return "Curator's LeaderSelector or InterProcessMutex"
+        return "Curator's lock recipes"
+    if KAZOO.read(name) is not None:
+        return "kazoo's Election or Lock"
+    return None
 
 
 def read_any(name: str) -> NodeName | None:

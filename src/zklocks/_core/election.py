@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Generator
 from typing import Any
 
+from zklocks._core import dialects as _dialects
 from zklocks._core import nodes as _nodes
 from zklocks._core.contender import Contender, contender_of
 from zklocks._core.errors import ClientClosed, LockError
@@ -52,12 +53,20 @@ from zklocks._vocabulary import WatchKind
 KIND = _nodes.ELECTION_KIND
 
 
-def candidates(children: list[str]) -> list[_nodes.NodeName]:
-    """The election's candidates in line order (other children ignored)."""
+def candidates(
+    children: list[str], dialect: _dialects.Dialect = _dialects.ZKLOCKS
+) -> list[_nodes.NodeName]:
+    """The election's candidates in line order: ours (other children ignored), or in a
+    Curator layout, LeaderLatch's or LeaderSelector's line (every child counts, as
+    Curator counts it)."""
+    if isinstance(dialect, _dialects.CuratorDialect):
+        return _dialects.curator_election_line(children, dialect)
     return [node for node in _nodes.queue(children) if node.kind == KIND]
 
 
-def read_leader(path: str) -> Generator[Op, Any, Contender | None]:
+def read_leader(
+    path: str, dialect: _dialects.Dialect = _dialects.ZKLOCKS
+) -> Generator[Op, Any, Contender | None]:
     """Who leads the election at ``path`` now: the head of the line, or None."""
     while True:
         children = yield GetChildren(path)
@@ -71,7 +80,7 @@ def read_leader(path: str) -> Generator[Op, Any, Contender | None]:
             raise access_denied(path, "list")
         if not isinstance(children, list):
             raise LockError(f"cannot list {path}: {children}")
-        line = candidates(children)
+        line = candidates(children, dialect)
         if not line:
             return None
         head = line[0]
@@ -96,7 +105,12 @@ def await_leader_gone(node: str, deadline: float | None) -> Generator[Op, Any, b
     return not (reply is TIMED_OUT or isinstance(reply, ClientClosedError))
 
 
-def await_change(path: str, leader: str | None, deadline: float | None) -> Generator[Op, Any, bool]:
+def await_change(
+    path: str,
+    leader: str | None,
+    deadline: float | None,
+    dialect: _dialects.Dialect = _dialects.ZKLOCKS,
+) -> Generator[Op, Any, bool]:
     """Wait for a change worth reading the line again for (True), or ``deadline`` or a
     stopped client (False): the leader's node (full path) going, or with no leader, a
     candidate joining (a children watch on ``path``; with no ``path`` yet, an exists
@@ -110,7 +124,7 @@ def await_change(path: str, leader: str | None, deadline: float | None) -> Gener
     (listing,) = yield Pipeline((GetChildren(path, deadline=deadline),), watch=True)
     if not isinstance(listing, list | NoNodeError):
         return not isinstance(listing, ClientClosedError | Wake)
-    if has_candidates(listing):
+    if has_candidates(listing, dialect):
         return True  # a candidate came between our two reads
     if isinstance(listing, NoNodeError):
         (stat,) = yield Pipeline((Exists(path, deadline=deadline),), watch=True)
@@ -124,9 +138,9 @@ def await_change(path: str, leader: str | None, deadline: float | None) -> Gener
     return not any(event.kind is WatchKind.CLOSED for event in events)
 
 
-def has_candidates(reply: object) -> bool:
+def has_candidates(reply: object, dialect: _dialects.Dialect = _dialects.ZKLOCKS) -> bool:
     """Does a (watched) listing of the path show a candidate?"""
-    return isinstance(reply, list) and bool(candidates(reply))
+    return isinstance(reply, list) and bool(candidates(reply, dialect))
 
 
 def same_leader(a: Contender | None, b: Contender | None) -> bool:

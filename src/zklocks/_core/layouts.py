@@ -4,8 +4,10 @@ A layout is a dialect (how nodes are named, read and ordered: ``zklocks._core.di
 with the rules of who blocks whom in that queue (``zklocks._core.strategies``), plus the
 kinds it has. ``layout="curator"`` makes a contender that Apache Curator's
 ``InterProcessMutex``, ``InterProcessReadWriteLock`` and ``InterProcessSemaphoreV2``
-treat as one of their own (and that treats them so); ``layout="kazoo"`` the same for
-kazoo's ``Lock``, ``ReadLock`` and ``WriteLock``. Each layout's rules are the peer's, not
+treat as one of their own (and that treats them so), and an election candidate that
+Curator's ``LeaderLatch`` does; ``layout="curator-selector"`` an election candidate for
+Curator's ``LeaderSelector``; ``layout="kazoo"`` the same for kazoo's ``Lock``,
+``ReadLock`` and ``WriteLock``. Each layout's rules are the peer's, not
 ours: in Curator's, a semaphore is SemaphoreV2's two stages (``two_stage_semaphore``).
 A kind a layout lacks (a one-node lock, a kazoo semaphore) is refused when the lock is
 made, before any request.
@@ -46,8 +48,11 @@ class Layout:
 
 ZKLOCKS = Layout("zklocks", _dialects.ZKLOCKS, _strategies.ZKLOCKS_RULES, one_node_lock=True)
 CURATOR = Layout("curator", _dialects.CURATOR, _strategies.CURATOR_RULES, two_stage_semaphore=True)
+CURATOR_SELECTOR = Layout("curator-selector", _dialects.CURATOR_SELECTOR, _strategies.CURATOR_RULES)
 KAZOO = Layout("kazoo", _dialects.KAZOO, _strategies.KAZOO_RULES, container_parents=False)
-LAYOUTS: dict[str, Layout] = {layout.name: layout for layout in (ZKLOCKS, CURATOR, KAZOO)}
+LAYOUTS: dict[str, Layout] = {
+    layout.name: layout for layout in (ZKLOCKS, CURATOR, KAZOO, CURATOR_SELECTOR)
+}
 NAMES = tuple(LAYOUTS)
 
 

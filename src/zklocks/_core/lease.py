@@ -466,7 +466,7 @@ class AsyncLease(LeaseBase):
             return True
         try:
             await asyncio.wait_for(self._lost_event.wait(), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return self.lost
         return True
 

@@ -146,6 +146,12 @@ def _ahead_of(me: NodeName, queue: Sequence[NodeName]) -> Sequence[NodeName]:
 def _mixing(me: NodeName, queue: Sequence[NodeName]) -> Refused | None:
     mine = _kinds.use_of(me.kind)
     for other in queue:
+        if other.kind == "foreign":  # an election's line: another client's candidate
+            return Refused(
+                f"{other.name} is a candidate of {other.dialect}, which ignores ours as we "
+                "ignore its: each would elect a leader. A zklocks election shares its "
+                "path with zklocks candidates only (docs/interop.md)"
+            )
         theirs = _kinds.use_of(other.kind)
         if theirs != mine:
             first, second = sorted((mine, theirs), key=_kinds.USE_ORDER.index)
@@ -212,7 +218,13 @@ def _curator_lease(me: NodeName, queue: Sequence[NodeName]) -> Decision:
 
 CURATOR_RULES = Rules(
     "curator",
-    {"lock": _first, "write": _first, "read": _curator_read, PERMIT_KIND: _curator_lease},
+    {
+        "lock": _first,
+        "write": _first,
+        "read": _curator_read,
+        PERMIT_KIND: _curator_lease,
+        ELECTION_KIND: _first,  # LeaderLatch: first of every child in latch- order leads
+    },
 )
 KAZOO_RULES = Rules(
     "kazoo",

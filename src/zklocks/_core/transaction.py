@@ -65,7 +65,7 @@ from zklocks._protocol.errors import (
 from zklocks._protocol.records import (
     Check,
     Create,
-    Created,
+    CreatedPath,
     Delete,
     Multi,
     MultiOp,
@@ -74,9 +74,10 @@ from zklocks._protocol.records import (
     WireACL,
 )
 
-TransactionResult: TypeAlias = str | Stat | None
-"""One op's result: the created path (with its sequence suffix) for ``create``, the new
-``Stat`` for ``set_data`` (``.version`` is the node's version now), ``None`` for
+TransactionResult: TypeAlias = CreatedPath | Stat | None
+"""One op's result: the created path (with its sequence suffix) for ``create``, a
+``str`` whose ``.stat`` is the node's Stat where the server sends one (ZooKeeper 3.8.2+),
+the new ``Stat`` for ``set_data`` (``.version`` is the node's version now), ``None`` for
 ``delete`` and ``check``."""
 
 E = TypeVar("E", bound=LockError)
@@ -136,9 +137,7 @@ def commit(
 
 
 def _result(value: Any) -> TransactionResult:
-    if isinstance(value, Created):  # a create answered as create2: its path and stat
-        return value.path
-    if value is None or isinstance(value, str | Stat):
+    if value is None or isinstance(value, CreatedPath | Stat):
         return value
     raise LockError(f"unexpected result in a transaction's reply: {value!r}")
 

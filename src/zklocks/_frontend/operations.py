@@ -354,7 +354,7 @@ def release_all(parts: Iterable[LockCore[L]], owner: object) -> Operation[BaseEx
 def leader(lock: LockCore[Any]) -> Operation[Contender | None]:
     """Who leads the election at the lock's path now (None: nobody)."""
     yield Use(lock._client._session_or_raise())
-    return (yield from _election.read_leader(lock.path))
+    return (yield from _election.read_leader(lock.path, lock._config.layout.dialect))
 
 
 class Ended:
@@ -387,10 +387,11 @@ def observe_step(lock: LockCore[Any], seen: Observation) -> Operation[Contender 
                 yield Use(session)
                 deadline = Deadline.after(seen.timeout, clock=session.facts.clock)
                 node = None if seen.last is None else seen.last.node
-                if not (yield from _election.await_change(seen.path, node, deadline.at)):
+                dialect = lock._config.layout.dialect
+                if not (yield from _election.await_change(seen.path, node, deadline.at, dialect)):
                     return ENDED
             yield Use(lock._client._session_or_raise())
-            leader = yield from _election.read_leader(seen.path)
+            leader = yield from _election.read_leader(seen.path, lock._config.layout.dialect)
         except ClientClosed:
             return ENDED
         seen.read, seen.last = True, leader

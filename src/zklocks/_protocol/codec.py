@@ -59,6 +59,7 @@ from zklocks._protocol.records import (
     Children,
     Create,
     Created,
+    CreatedPath,
     Delete,
     Exists,
     GetACL,
@@ -313,12 +314,12 @@ def decode_multi(buf: Buffer, offset: int, chroot: str) -> list[Any]:
         if optype == OpCode.ERROR:
             code, offset = read_int(buf, offset)
             results.append(error_for_code(code))
-        elif optype == OpCode.CREATE:
+        elif optype == OpCode.CREATE:  # 3.8.0 and 3.8.1 answer our create2 so
             path, offset = read_string(buf, offset)
-            results.append(from_server(path or "", chroot))
+            results.append(CreatedPath(from_server(path or "", chroot)))
         elif optype in (OpCode.CREATE2, OpCode.CREATE_CONTAINER, OpCode.CREATE_TTL):
-            path, offset = read_string(buf, offset)
-            results.append(Created(from_server(path or "", chroot), _stat(buf, offset)))
+            path, offset = read_string(buf, offset)  # 3.8.2+ and 3.9: with the Stat
+            results.append(CreatedPath(from_server(path or "", chroot), _stat(buf, offset)))
             offset += STAT.size
         elif optype == OpCode.SET_DATA:
             results.append(_stat(buf, offset))

@@ -70,6 +70,30 @@ class Created:
     stat: Stat
 
 
+class CreatedPath(str):
+    """A create's result inside a multi (``client.transaction()``): the node's full path,
+    a ``str``, with ``stat``, its ``Stat`` when the server sent one, else None.
+
+    We send every create as ``create2``. ZooKeeper 3.8.0 and 3.8.1 answer one inside a
+    multi with the path only; 3.8.2 and later, 3.9 included, with the path and the
+    node's Stat (ZOOKEEPER-4026). One type for both, and a ``str``, so code written for
+    the path works whatever the server; ``stat.czxid`` (the node's token) comes without
+    another read where the server sends it. Equality, hashing and ``repr`` are the
+    path's. (A ``str`` subclass cannot have slots, hence the instance dict.)
+    """
+
+    _stat: Stat | None
+
+    def __new__(cls, path: str, stat: Stat | None = None) -> CreatedPath:
+        created = super().__new__(cls, path)
+        created._stat = stat
+        return created
+
+    @property
+    def stat(self) -> Stat | None:
+        return self._stat
+
+
 @dataclass(frozen=True, slots=True)
 class NodeData:
     """Reply to ``GetData``."""
@@ -246,7 +270,7 @@ class Multi:
                 raise TypeError(f"{type(op).__name__} cannot be part of a multi")
 
 
-MultiResult: TypeAlias = str | Created | Stat | None
+MultiResult: TypeAlias = CreatedPath | Stat | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -317,6 +341,7 @@ __all__ = [
     "Children",
     "Create",
     "Created",
+    "CreatedPath",
     "Delete",
     "Exists",
     "GetACL",

@@ -447,7 +447,9 @@ class Session:
         if len(frame) < 16:
             raise MarshallingError(f"reply shorter than its header ({len(frame)} bytes)")
         xid, zxid, err = REPLY_HEADER.unpack_from(frame, 0)
-        if zxid > 0:
+        if zxid > 0 and xid != Xid.NOTIFICATION:
+            # As the Java client: a notification's zxid (3.9 sends one, ZOOKEEPER-4655)
+            # is the triggering write's, not an answer to us; it never moves last_zxid.
             self.last_zxid = zxid
         if xid > 0 or xid == 0:
             return self._on_reply(xid, err, frame)

@@ -145,10 +145,16 @@ class Client(LockMaker[Lock, ReadWriteLock, StartableSession]):
     def _new_read_write(self, read: LockConfig, write: LockConfig) -> ReadWriteLock:
         return ReadWriteLock(self._new_lock(read), self._new_lock(write))
 
-    def election(self, path: str, *, identifier: str | None = None) -> Election:
+    def election(
+        self, path: str, *, identifier: str | None = None, layout: str = "zklocks"
+    ) -> Election:
         """A leader election at ``path``: campaign to lead, observe who leads (see
-        docs/election.md). ``identifier`` names this candidate to observers."""
-        return self._join(Election(self, self._config(path, ELECTION_KIND, identifier=identifier)))
+        docs/election.md). ``identifier`` names this candidate to observers.
+        ``layout="curator"`` stands in an Apache Curator ``LeaderLatch`` election on the
+        path, as one of its candidates, ``layout="curator-selector"`` in a
+        ``LeaderSelector`` one (docs/interop.md)."""
+        config = self._config(path, ELECTION_KIND, identifier=identifier, layout=layout)
+        return self._join(Election(self, config))
 
     def multi_lock(self, locks: Iterable[Lock]) -> MultiLock:
         """Several locks held as one, taken in one global order (no deadlock)."""

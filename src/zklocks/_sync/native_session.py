@@ -345,7 +345,7 @@ class NativeSession:
             try:
                 remaining = Deadline(deadline, self.facts.clock).remaining()
                 await asyncio.wait_for(self._connected.wait(), remaining)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 done.set([TIMED_OUT for _ in requests])
                 return
         self._submit(requests, watcher, done)

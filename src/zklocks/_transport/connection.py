@@ -303,8 +303,13 @@ class Connection:
                 with self._send_lock:
                     self._out.write(self._session.close_session((closing, time.monotonic())))
                 await asyncio.wait_for(asyncio.shield(closing), _CLOSE_REPLY_TIMEOUT)
-            except (ZooKeeperError, asyncio.TimeoutError, OSError) as exc:
+            except (TimeoutError, ZooKeeperError, OSError) as exc:
                 log.debug("closeSession not confirmed: %r", exc)
+            finally:
+                # Unanswered (a silent server, a frame cut short), the request is still in
+                # flight, and failing those below would leave an exception nobody reads
+                # ("Future exception was never retrieved"): nobody waits for it now.
+                closing.cancel()
         # Hang up before and after waiting for the supervisor: on Python 3.11 a cancel
         # that lands as a handshake completes can be swallowed by ``wait_for``, and the
         # supervisor then waits for that new connection to end; it sees ``_closing``

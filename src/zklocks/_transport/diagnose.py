@@ -65,6 +65,42 @@ def failure(host: str, error: BaseException, timeout: float) -> str:
     return f"{host} closed the connection before a session was made ({error})"
 
 
+# What OpenSSL says when the other end answered our ClientHello with bytes that are not
+# TLS: a plaintext server. One cause, several words: 3.0 says WRONG_VERSION_NUMBER, or
+# PACKET_LENGTH_TOO_LONG when the bytes look like a record header with a huge length;
+# 3.2 and later (Debian 13 has 3.5) say RECORD_LAYER_FAILURE for the latter, and a
+# Python whose error table predates an OpenSSL code leaves ``reason`` None with only the
+# text "[SSL] record layer failure". Matched on ``reason``, the code's name, which each
+# OpenSSL keeps; the text only where Python could not name the code.
+_NOT_TLS_REASONS = frozenset(
+    {
+        "WRONG_VERSION_NUMBER",
+        "PACKET_LENGTH_TOO_LONG",
+        "RECORD_LAYER_FAILURE",
+        "UNKNOWN_PROTOCOL",
+        "HTTP_REQUEST",
+        "HTTPS_PROXY_REQUEST",
+    }
+)
+
+
+def not_tls(error: _ssl.SSLError) -> bool:
+    """Whether this handshake failure means the other end does not speak TLS at all."""
+    reason = error.reason
+    if reason is None:  # a code this Python cannot name: the text is all there is
+        return "record layer failure" in str(error).lower()
+    return reason.upper() in _NOT_TLS_REASONS
+
+
+def answered_in_tls(error: _ssl.SSLError) -> bool:
+    """Whether a handshake that failed with ``error`` still heard TLS from the other end:
+    an alert (a server that wants a client certificate, say) is TLS; a hang-up (EOF) and
+    bytes that are not TLS are not."""
+    if isinstance(error, _ssl.SSLEOFError | _ssl.SSLZeroReturnError):
+        return False
+    return not not_tls(error)
+
+
 def connect_failure_reason(error: BaseException) -> str | None:
     """Why one connection attempt failed, when it is more than "no answer" (TLS mostly).
 
@@ -78,6 +114,8 @@ def connect_failure_reason(error: BaseException) -> str | None:
         )
     if isinstance(error, _ssl.SSLError):
         reason = str(error.reason or error)
+        if not_tls(error):
+            return f"TLS handshake failed ({reason}): is this port plaintext? (leave out ssl=)"
         if "CERTIFICATE_REQUIRED" in reason.upper() or "BAD_CERTIFICATE" in reason.upper():
             return (
                 f"TLS: the server refused our client certificate or its absence ({reason}); "
@@ -93,7 +131,5 @@ def connect_failure_reason(error: BaseException) -> str | None:
                 "certificate it trusts (mutual TLS): load one with context.load_cert_chain; "
                 "otherwise we share no TLS version or cipher with it"
             )
-        if "WRONG_VERSION_NUMBER" in reason.upper():
-            return f"TLS handshake failed ({reason}): is this port plaintext? (leave out ssl=)"
         return f"TLS handshake failed ({reason})"
     return None

@@ -156,7 +156,7 @@ class Opener:
                 raise ConnectionFailedError(
                     str(exc), hosts=(name,), reasons=(str(exc),), refused=True
                 ) from None
-            except (OSError, asyncio.TimeoutError, ZooKeeperError) as exc:
+            except (TimeoutError, OSError, ZooKeeperError) as exc:
                 log.debug("could not connect to %s:%s: %r", host, port, exc)
                 self.abandon(wire)
                 elapsed = time.monotonic() - started

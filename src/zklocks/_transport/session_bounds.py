@@ -151,7 +151,7 @@ async def learn_bounds(
         answers = await asyncio.wait_for(
             asyncio.gather(*(_granted(host, port, ssl, ask) for ask in asks)), timeout
         )
-    except asyncio.TimeoutError:
+    except TimeoutError:
         return f"{host}:{port} did not answer the session-bounds handshakes within {timeout:g} s"
     except Exception as exc:  # refused, reset, TLS, a malformed answer (MarshallingError)
         log.debug("asking %s:%s for its session bounds: %r", host, port, exc)

@@ -62,7 +62,7 @@ class Wire(asyncio.Protocol):
         transport.close()
         try:
             await asyncio.wait_for(asyncio.shield(self.lost), 1.0)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             transport.abort()
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(asyncio.shield(self.lost), 1.0)
