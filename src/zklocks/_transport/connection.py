@@ -224,13 +224,11 @@ class Connection:
 
     @property
     def lease_problem(self) -> str | None:
-        """Why no lease can be kept on this connection's ensemble, with the fix (None: one
-        can, or a standalone server). Known once ``start()`` has returned."""
+        """Why no lease can be kept here, with the fix (None: one can); set by start()."""
         return self._proofs.problem if self.ensemble else None
 
     def loss_reason(self) -> tuple[str, str]:
-        """Why the lease rule's instant has come (words, metric code), said truthfully
-        (``LeaseProofs.loss_reason``)."""
+        """Why the lease rule's instant came (words, code): ``LeaseProofs.loss_reason``."""
         return self._proofs.loss_reason(self.session_timeout, self.ensemble, self.last_host)
 
     @property
