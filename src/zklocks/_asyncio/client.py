@@ -17,9 +17,11 @@ from zklocks._core.events import ConnectionState
 from zklocks._core.flow import Acquired
 from zklocks._core.lease import AsyncLease
 from zklocks._core.nodes import ELECTION_KIND
+from zklocks._frontend import server_check as _server_check
 from zklocks._frontend.holdings import LockConfig
 from zklocks._frontend.lockmaker import LockMaker, SessionFactory, show_concrete_types
 from zklocks._frontend.options import Security
+from zklocks._frontend.server_check import MemberVersion
 from zklocks._transport import forks
 from zklocks._vocabulary import SessionState
 
@@ -52,6 +54,10 @@ class AsyncClient(LockMaker[AsyncLock, AsyncReadWriteLock, StartableCarrier]):
         """
         if self._refuse_start():
             return self
+        if self._servers_known():
+            self._check_servers()  # remembered: no I/O
+        else:
+            await asyncio.to_thread(self._check_servers)  # a blocking read, once
         session = self._new_session()
         forks.track(self)
         self._starting = session
@@ -96,6 +102,10 @@ class AsyncClient(LockMaker[AsyncLock, AsyncReadWriteLock, StartableCarrier]):
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.stop()
+
+    async def server_versions(self) -> list[MemberVersion]:
+        """As ``Client.server_versions`` (read on a worker thread: it blocks)."""
+        return await asyncio.to_thread(_server_check.read_members, self.options.hosts, self._ssl)
 
     def _new_lock(self, config: LockConfig) -> AsyncLock:
         return self._join(AsyncLock(self, config))

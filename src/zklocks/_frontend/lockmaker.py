@@ -20,6 +20,7 @@ from zklocks._core.errors import ClientClosed, InvalidArgument
 from zklocks._core.events import ConnectionState, StateListener, StateListeners
 from zklocks._core.lease import LeaseKeeper
 from zklocks._core.security import ACL
+from zklocks._frontend import server_check as _server_check
 from zklocks._frontend.holdings import LockConfig, LockCore, PathPeers, make_config
 from zklocks._frontend.options import (
     DEFAULT_CONNECT_TIMEOUT,
@@ -78,6 +79,7 @@ class LockMaker(Generic[LockT, ReadWriteT, SessionT]):
         ssl: bool | SSLContext | None = None,
         session_factory: SessionFactory[SessionT] | None = None,
         sasl: SASL | None = None,
+        strict_server: bool = False,
     ) -> None:
         self.options = ClientOptions.checked(
             hosts,
@@ -121,6 +123,21 @@ class LockMaker(Generic[LockT, ReadWriteT, SessionT]):
         self._starting: SessionT | None = None  # the session start() is making
         self._stopped = False
         self._forked = False  # inherited by a forked child: refuses every call
+        if not isinstance(strict_server, bool):
+            raise InvalidArgument(f"strict_server must be True or False, not {strict_server!r}")
+        self._strict_server = strict_server
+        # the servers' versions are read on our own transport only (not the simulator's)
+        self._reads_versions = session_factory is None
+
+    def _check_servers(self) -> None:
+        """Before the first session: the members' versions against the known-issues
+        table, once per ensemble and process (``server_check``); blocking, short."""
+        if self._reads_versions:
+            _server_check.check(self.options.hosts, self._ssl, self._strict_server)
+
+    def _servers_known(self) -> bool:
+        """True when ``_check_servers`` will not block (read already, or not read at all)."""
+        return not self._reads_versions or _server_check.known(self.options.hosts)
 
     def _native_factory(self, security: Security) -> SessionFactory[SessionT]:
         """The factory of sessions on our own transport, with the security options."""
