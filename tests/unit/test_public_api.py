@@ -100,6 +100,7 @@ def test_lease_internal_hooks_are_private() -> None:
             "release",
             "suspended",
             "token",
+            "traceparent",  # the hold span's W3C context (zklocks.tracing)
             "wait_lost",
         }, cls
 

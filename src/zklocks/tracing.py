@@ -1,0 +1,153 @@
+"""OpenTelemetry spans for every acquire and every hold: ``pip install "zklocks[otel]"``.
+
+Nothing to call: when ``opentelemetry-api`` is installed, importing ``zklocks`` installs
+the hooks, and spans are made as soon as the application configures a tracer provider
+(``opentelemetry.trace.set_tracer_provider``, or the SDK's auto-instrumentation). With no
+provider each acquire asks once and makes nothing; without the package, nothing is
+imported and each acquire pays one ``is None`` test.
+
+Spans (names and attributes in docs/operations.md, "Traces"):
+
+* ``zklocks.acquire``: one acquire call, in the caller's current context: the lock's
+  path, kind and layout, our place in line when our node was made, the seconds waited,
+  the outcome (granted, timeout, cancelled, error) and, granted, the fencing token.
+* ``zklocks.hold``: from the grant to the hold's end, linked to its acquire span, a
+  sibling of it in the caller's context: why it ended (released, revoked: released after
+  a revoke request; lost; max_hold), with events ``zklocks.suspended``,
+  ``zklocks.resumed`` and ``zklocks.revoke_requested``. An election term is a hold of
+  kind ``elect``. ``lease.traceparent`` is its W3C ``traceparent``: ``zklocks run`` and
+  ``zklocks elect`` put it in the command's ``TRACEPARENT``.
+
+No attribute carries a secret: paths, kinds, tokens and node names only.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import time
+from typing import TYPE_CHECKING, Any
+
+from zklocks._core import events as _events
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Span, Tracer
+
+__all__ = ["install", "uninstall"]
+
+VERSION = "0.1.0"  # the instrumentation's version (the package's)
+
+# attribute names (no semantic convention covers locks: ours are under "zklocks.")
+PATH = "zklocks.lock.path"
+KIND = "zklocks.lock.kind"
+LAYOUT = "zklocks.lock.layout"
+TOKEN = "zklocks.lock.token"
+NODE = "zklocks.lock.node"
+POSITION = "zklocks.acquire.queue_position"
+WAITED = "zklocks.acquire.wait_seconds"
+OUTCOME = "zklocks.acquire.outcome"
+END = "zklocks.hold.end_reason"
+LOST = "zklocks.hold.lost_reason"
+ERROR_TYPE = "error.type"  # semantic conventions: the error's class, on a failed acquire
+
+
+def install() -> bool:
+    """Install the hooks if ``opentelemetry-api`` is importable (done when ``zklocks`` is
+    imported; calling it again changes nothing). True if installed."""
+    if _events.tracing is None and importlib.util.find_spec("opentelemetry") is not None:
+        _events.tracing = _OtelTracing()
+    return _events.tracing is not None
+
+
+def uninstall() -> None:
+    """No spans from now on (``install()`` puts the hooks back)."""
+    _events.tracing = None
+
+
+class _OtelTracing:
+    """``zklocks._core.events.Tracing`` on the OpenTelemetry API."""
+
+    def __init__(self) -> None:
+        self._trace: Any = None  # the opentelemetry.trace module, imported at first use
+        self._provider: object = None
+        self._tracer: Tracer | None = None
+
+    def _current(self) -> Tracer | None:
+        """The tracer of the configured provider; None while there is none (the API's
+        proxy or no-op provider: spans would be dropped, so none are made)."""
+        trace = self._trace
+        if trace is None:
+            from opentelemetry import trace
+
+            self._trace = trace
+        provider = trace.get_tracer_provider()
+        if provider is not self._provider:
+            idle = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
+            self._tracer = (
+                None if isinstance(provider, idle) else provider.get_tracer("zklocks", VERSION)
+            )
+            self._provider = provider
+        return self._tracer
+
+    def acquire(self, kind: str, path: str, layout: str) -> _AcquireSpan | None:
+        tracer = self._current()
+        if tracer is None:
+            return None
+        span = tracer.start_span(
+            "zklocks.acquire", attributes={PATH: path, KIND: kind, LAYOUT: layout}
+        )
+        return _AcquireSpan(self._trace, tracer, span)
+
+
+class _AcquireSpan:
+    def __init__(self, trace: Any, tracer: Tracer, span: Span) -> None:
+        self._trace = trace
+        self._tracer = tracer
+        self._span = span
+        self._started = time.monotonic()
+
+    def finished(
+        self, outcome: str, position: int | None, token: int | None, error: str | None
+    ) -> None:
+        span = self._span
+        span.set_attribute(OUTCOME, outcome)
+        span.set_attribute(WAITED, time.monotonic() - self._started)
+        if position is not None:
+            span.set_attribute(POSITION, position)
+        if token is not None:
+            span.set_attribute(TOKEN, token)
+        if outcome == "error":
+            span.set_attribute(ERROR_TYPE, error or "error")
+            span.set_status(self._trace.Status(self._trace.StatusCode.ERROR))
+        span.end()
+
+    def hold(self, kind: str, path: str, token: int, node: str) -> _HoldSpan:
+        trace = self._trace
+        span = self._tracer.start_span(
+            "zklocks.hold",
+            attributes={PATH: path, KIND: kind, TOKEN: token, NODE: node},
+            links=[trace.Link(self._span.get_span_context())],
+        )
+        return _HoldSpan(trace, span)
+
+
+class _HoldSpan:
+    def __init__(self, trace: Any, span: Span) -> None:
+        self._trace = trace
+        self._span = span
+
+    def event(self, name: str) -> None:
+        self._span.add_event(name)
+
+    def end(self, reason: str, lost: str | None) -> None:
+        self._span.set_attribute(END, reason)
+        if lost is not None:
+            self._span.set_attribute(LOST, lost)
+        self._span.end()
+
+    def traceparent(self) -> str | None:
+        from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+        carrier: dict[str, str] = {}
+        context = self._trace.set_span_in_context(self._span)
+        TraceContextTextMapPropagator().inject(carrier, context=context)
+        return carrier.get("traceparent")
