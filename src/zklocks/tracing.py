@@ -24,6 +24,7 @@ No attribute carries a secret: paths, kinds, tokens and node names only.
 from __future__ import annotations
 
 import importlib.util
+import os
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -50,6 +51,9 @@ LOST = "zklocks.hold.lost_reason"
 ERROR_TYPE = "error.type"  # semantic conventions: the error's class, on a failed acquire
 
 
+_UNKNOWN = object()
+
+
 def install() -> bool:
     """Install the hooks if ``opentelemetry-api`` is importable (done when ``zklocks`` is
     imported; calling it again changes nothing). True if installed."""
@@ -68,25 +72,37 @@ class _OtelTracing:
 
     def __init__(self) -> None:
         self._trace: Any = None  # the opentelemetry.trace module, imported at first use
-        self._provider: object = None
         self._tracer: Tracer | None = None
 
     def _current(self) -> Tracer | None:
-        """The tracer of the configured provider; None while there is none (the API's
-        proxy or no-op provider: spans would be dropped, so none are made)."""
-        trace = self._trace
-        if trace is None:
-            from opentelemetry import trace
+        """The tracer of the configured provider; None while there is none (spans would
+        be dropped, so none are made).
 
-            self._trace = trace
-        provider = trace.get_tracer_provider()
-        if provider is not self._provider:
-            idle = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
-            self._tracer = (
-                None if isinstance(provider, idle) else provider.get_tracer("zklocks", VERSION)
-            )
-            self._provider = provider
-        return self._tracer
+        Cheap on purpose, as it runs on every acquire: the API lets a process set its
+        provider once, so a tracer found is kept; until then we read the API's global
+        (``get_tracer_provider()`` would look up an environment variable each time, a
+        few microseconds). A provider named by ``OTEL_PYTHON_TRACER_PROVIDER`` is loaded
+        by the API's own call, made once here.
+        """
+        if self._tracer is not None:
+            return self._tracer
+        trace: Any = self._trace
+        if trace is None:
+            from opentelemetry import trace as api
+
+            self._trace = trace = api
+            if "OTEL_PYTHON_TRACER_PROVIDER" in os.environ:
+                trace.get_tracer_provider()  # loads and sets the named provider
+        provider: Any = getattr(trace, "_TRACER_PROVIDER", _UNKNOWN)
+        if provider is None:
+            return None  # none set
+        if provider is _UNKNOWN:  # an API that keeps it elsewhere: ask it
+            provider = trace.get_tracer_provider()
+        if isinstance(provider, (trace.ProxyTracerProvider, trace.NoOpTracerProvider)):
+            return None
+        tracer: Tracer = provider.get_tracer("zklocks", VERSION)
+        self._tracer = tracer
+        return tracer
 
     def acquire(self, kind: str, path: str, layout: str) -> _AcquireSpan | None:
         tracer = self._current()
