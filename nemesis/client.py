@@ -54,7 +54,7 @@ class Spec:
     path: str
     permits: int
     session_timeout: float
-    tick_time: float
+    tick_time: float | None  # None: the client learns it (the stock profile)
     acquire_timeout: float
     seed: int
     lifetime: float  # stop by itself after this many seconds
@@ -102,7 +102,9 @@ class Worker:
         options: dict[str, Any] = {"session_timeout": self.spec.session_timeout}
         # tickTime lets the lease rule know how long a cut-off member goes on answering;
         # passed once the library takes it (until then it learns it from `conf`, or not).
-        if "tick_time" in inspect.signature(zklocks.Client).parameters:
+        if self.spec.tick_time is not None and "tick_time" in inspect.signature(
+            zklocks.Client
+        ).parameters:
             options["tick_time"] = self.spec.tick_time
         return options
 

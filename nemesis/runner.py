@@ -180,7 +180,7 @@ def _client_specs(
                 path=f"/nemesis/{options.workload}",
                 permits=options.permits,
                 session_timeout=timing.session_timeout,
-                tick_time=timing.tick,
+                tick_time=timing.client_tick,
                 acquire_timeout=4 * timing.session_timeout,
                 seed=seeds.getrandbits(32),
                 lifetime=options.minutes * 60 + 60,
@@ -288,6 +288,7 @@ def _run_ensemble(
         sync_limit=timing.sync_limit,
         force_sync=False,
         peer_route=links.route,
+        four_letter_words=timing.four_letter_words,
     )
     clients: list[ClientProcess] = []
     nemesis: Nemesis | None = None

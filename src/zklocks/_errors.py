@@ -7,6 +7,9 @@ as a Python user expects::
     LockError
      +-- LockTimeout        (also TimeoutError)  acquire did not get the lock in time
      +-- LockLost                                 the lease ended while the caller held it
+     +-- LeaseUnkeepable                          no lease can be kept on this session (an
+     |                                            ensemble: a session too short for its
+     |                                            tickTime, or tickTime unknown)
      +-- NotHeld            (also RuntimeError)   release() by a caller that holds nothing
      +-- AlreadyHeld        (also RuntimeError)   re-acquire without reentrant=True
      +-- InvalidArgument    (also ValueError)     bad path, permits, timeout, identifier...
@@ -39,6 +42,7 @@ __all__ = [
     "ConnectionFailed",
     "InvalidArgument",
     "InvalidPath",
+    "LeaseUnkeepable",
     "LockError",
     "LockLost",
     "LockTimeout",
@@ -57,6 +61,17 @@ class LockTimeout(LockError, TimeoutError):
 
 class LockLost(LockError):
     """The lease was lost (session expired, node deleted, or cut off too long)."""
+
+
+class LeaseUnkeepable(LockError):
+    """No lease can be kept on this client's session, so acquire refuses to grant one.
+
+    On an ensemble a lease is proven through the leader, which takes a few of the
+    servers' ticks: a session shorter than about 4.2 ticks, or one whose servers'
+    tickTime could not be learnt, would lose every lease within seconds of the grant.
+    The message names the cause and the fix (a longer ``session_timeout``, or
+    ``tick_time=``); the command line exits with EX_CONFIG (78). Nothing was created.
+    """
 
 
 class NotHeld(LockError, RuntimeError):

@@ -16,6 +16,7 @@ from typing import Any
 
 __all__ = [
     "DEFAULT_CLOCK_DRIFT",
+    "NO_ANSWER",
     "SessionFacts",
     "SessionListener",
     "SessionState",
@@ -75,6 +76,19 @@ def _never() -> bool:
     return False
 
 
+NO_ANSWER = ("no answer from ZooKeeper for a whole session timeout", "no_answer")
+"""A lease's loss reason (and its metric code) when the session went unheard for a
+whole session timeout."""
+
+
+def _no_answer() -> tuple[str, str]:
+    return NO_ANSWER
+
+
+def _no_problem() -> str | None:
+    return None
+
+
 # A lease takes this share of the session timeout off for clocks that run at different
 # rates: our clock and the leader's may differ in rate by 1 %. Read by the transport's
 # lease rule and by the option's validation, so it is said once, here.
@@ -87,6 +101,10 @@ class SessionFacts:
 
     ``last_answered_sent`` is when the client sent the last request the session's timer
     has surely counted; the lease-loss rule counts the session timeout from there.
+    ``loss_reason`` says, at the instant that rule ends a lease, why (words, metric
+    code): on an ensemble a member may answer while nothing proves the session at the
+    leader, and "no answer" would then be false. ``lease_problem`` says why no lease can
+    be kept on this session at all, with the fix (None: one can): acquire refuses then.
     """
 
     clock: Callable[[], float]
@@ -96,6 +114,8 @@ class SessionFacts:
     # True on an ensemble: the lease's instant can pass while the connection is still
     # up (a member cut off from the leader goes on answering), so it is timed then too.
     lagging: Callable[[], bool] = _never
+    loss_reason: Callable[[], tuple[str, str]] = _no_answer
+    lease_problem: Callable[[], str | None] = _no_problem
 
 
 def tell_each(

@@ -197,8 +197,10 @@ class ZooKeeperServer(ZooKeeperProcess, StartStopContext):
     ``Server`` section written beside the data, readable by its owner only), ``kerberos``
     (``ServerKerberos``) SASL GSSAPI ones; ``enforce_auth`` then refuses every session
     that has not logged in with SASL (ZooKeeper's ``enforce.auth.enabled``, schemes
-    ``sasl``). The zoo.cfg and JVM settings are checked into one ``ServerOptions``
-    (``options``): a bad value raises ``ValueError`` naming it, before any JVM runs.
+    ``sasl``). ``four_letter_words="srvr"`` starts it as ZooKeeper ships (``conf``
+    refused; the AdminServer is always off). The zoo.cfg and JVM settings are checked
+    into one ``ServerOptions`` (``options``): a bad value raises ``ValueError`` naming
+    it, before any JVM runs.
     """
 
     _serving_modes = frozenset({"standalone"})
@@ -219,6 +221,7 @@ class ZooKeeperServer(ZooKeeperProcess, StartStopContext):
         sasl_users: Mapping[str, str] | None = None,
         enforce_auth: bool = False,
         kerberos: ServerKerberos | None = None,
+        four_letter_words: str = "*",
     ) -> None:
         if enforce_auth and not sasl_users and kerberos is None:
             raise ValueError(
@@ -232,6 +235,7 @@ class ZooKeeperServer(ZooKeeperProcess, StartStopContext):
             heap=heap,
             startup_timeout=startup_timeout,
             tls=tls,
+            four_letter_words=four_letter_words,
         )
         super().__init__(options, port=port, find_runtime=_find_runtime)
         self._given_dir = None if data_dir is None else Path(data_dir).absolute()
@@ -334,7 +338,9 @@ class ZooKeeperEnsemble(StartStopContext):
     127.0.0.1: a test puts a proxy there to cut or stall the links between members.
     ``tls`` serves every member's client port over TLS only and puts the links between
     members on TLS too (``sslQuorum``), with the same keystore and truststore.
-    The options become one ``ServerOptions`` (``options``), handed whole to every member.
+    ``four_letter_words="srvr"`` starts every member as ZooKeeper ships (the "stock"
+    profile: ``srvr`` alone, no AdminServer, default session bounds). The options become
+    one ``ServerOptions`` (``options``), handed whole to every member.
     """
 
     startup_timeout: OptionAttribute[float] = OptionAttribute()
@@ -354,6 +360,7 @@ class ZooKeeperEnsemble(StartStopContext):
         startup_timeout: float = 60.0,
         peer_route: Callable[[int, int, int], int] | None = None,
         tls: ServerTLS | None = None,
+        four_letter_words: str = "*",
     ) -> None:
         if size < 1:
             raise ValueError(f"an ensemble needs at least one member, not {size}")
@@ -368,6 +375,7 @@ class ZooKeeperEnsemble(StartStopContext):
             heap=heap,
             startup_timeout=startup_timeout,
             tls=tls,
+            four_letter_words=four_letter_words,
         )
         self._given_dir = None if data_dir is None else Path(data_dir).absolute()
         self._root: Path | None = None

@@ -35,6 +35,7 @@ def test_errors_are_the_builtins_users_expect() -> None:
         "InvalidPath",
         "ClientClosed",
         "ConnectionFailed",
+        "LeaseUnkeepable",
     ):
         assert issubclass(getattr(zklocks, name), zklocks.LockError), name
 

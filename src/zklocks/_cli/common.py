@@ -36,6 +36,7 @@ EX_SOFTWARE = 70  # the demo: an expectation failed
 EX_NOT_ACQUIRED = 75  # EX_TEMPFAIL: the lock was not acquired in time (try again later)
 EX_LOST = 76  # the lease was lost while the command ran
 EX_NOPERM = 77  # ZooKeeper's ACL refused us, or the lock directory's ACL is too weak
+EX_CONFIG = 78  # no lease can be kept with this session on these servers (see the message)
 EX_CANNOT_EXECUTE = 126
 EX_NOT_FOUND = 127
 
@@ -238,6 +239,9 @@ def connect(
             )
         fail(unreachable_message(hosts, connect_timeout, reasons), EX_UNAVAILABLE)
     except InvalidArgument as error:  # e.g. a chroot that does not exist on the server
+        if tick_time is not None and str(error).startswith("tick_time="):
+            # the servers' session bounds contradict --tick-time: no lease would be safe
+            fail(f"--tick-time {tick_time:g}: {error}", EX_CONFIG)
         fail(f"--hosts {hosts}: {error}", EX_USAGE)
     granted = client.session_timeout
     if session_timeout is not None and abs(granted - session_timeout) > 0.0005:

@@ -62,7 +62,9 @@ Examples:
 The command sees ZKLOCKS_TOKEN (the term's fencing token), ZKLOCKS_NODE, ZKLOCKS_PATH.
 Exit status: the command's own; 75 not elected within --timeout; 76 leadership was
 lost while the command ran (it was stopped); 130 interrupted (Ctrl-C); 69 ZooKeeper
-unreachable; 126/127 the command could not be run; 2 usage error.
+unreachable; 78 no lease can be kept with this session on these servers (the message
+names the fix; the command is not run); 126/127 the command could not be run; 2 usage
+error.
 """
 
 LEADER_EPILOG = """\b

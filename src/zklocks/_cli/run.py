@@ -47,6 +47,7 @@ import click
 from zklocks._cli.common import (
     CONTEXT,
     EX_CANNOT_EXECUTE,
+    EX_CONFIG,
     EX_NOPERM,
     EX_NOT_ACQUIRED,
     EX_NOT_FOUND,
@@ -74,7 +75,7 @@ from zklocks._cli.run_options import (
 from zklocks._cli.sanitise import cannot, clean
 from zklocks._cli.security import Security, security_options
 from zklocks._cli.supervise import STOP_SIGNALS, Supervisor, note
-from zklocks._core.errors import AccessDenied, LockError, LockTimeout
+from zklocks._core.errors import AccessDenied, LeaseUnkeepable, LockError, LockTimeout
 from zklocks._sync.client import Client
 from zklocks._sync.locks import Lock
 
@@ -98,7 +99,9 @@ ZKLOCKS_NODE (our contender node) and ZKLOCKS_PATH.
 Exit status: the command's own; 75 not acquired (--timeout, --non-blocking);
 76 the lock was lost while the command ran (it was stopped; --max-hold passing is a
 loss); 130 interrupted (Ctrl-C);
-69 ZooKeeper unreachable; 126/127 the command could not be run; 2 usage error.
+69 ZooKeeper unreachable; 78 no lease can be kept with this session on these servers
+(the message names the fix, e.g. a longer --session-timeout; the command is not run);
+126/127 the command could not be run; 2 usage error.
 With no command: 0 when released on Ctrl-C, 76 when the lock was lost.
 """
 
@@ -359,6 +362,8 @@ class _Run:
             lease = None
         except AccessDenied as error:
             fail(cannot("take", self.options.path, error), EX_NOPERM)
+        except LeaseUnkeepable as error:  # before the command runs, not seconds into it
+            fail(f"cannot take {error}", EX_CONFIG)
         except LockError as error:
             fail(cannot("take", self.options.path, error))
         if lease is None:

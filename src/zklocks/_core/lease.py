@@ -287,15 +287,17 @@ class LeaseBase:
             self._overheld()
             return True
         if loss_deadline(self._session).passed():
-            self._mark_lost("no answer from ZooKeeper for a whole session timeout", "no_answer")
+            self._mark_lost(*self._session.loss_reason())
         return self._lost_reason is not None
 
     def _mark_lost(self, reason: str, code: str) -> None:
         """Record the loss (first reason wins) and run the callbacks once.
 
         ``code`` is the reason as a metric label: ``node_deleted``, ``session_expired``,
-        ``client_stopped``, ``no_answer`` or ``max_hold``. A loss to ``max_hold`` first
-        has our node taken back, so the next waiter does not wait on the callbacks.
+        ``client_stopped``, ``no_answer``, ``unproven`` (on an ensemble: a member
+        answered, but nothing proved the session at the leader in time) or ``max_hold``.
+        A loss to ``max_hold`` first has our node taken back, so the next waiter does not
+        wait on the callbacks.
         """
         with self._mutex:
             if self._lost_reason is not None or self._ended:

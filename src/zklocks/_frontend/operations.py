@@ -30,7 +30,7 @@ from zklocks._core import multilock as _multilock
 from zklocks._core import revoke as _revoke
 from zklocks._core.contenders import Contender, list_contenders
 from zklocks._core.deadline import Clock, Deadline
-from zklocks._core.errors import ClientClosed, LockError, NotHeld
+from zklocks._core.errors import ClientClosed, LeaseUnkeepable, LockError, NotHeld
 from zklocks._core.lease import LeaseBase
 from zklocks._core.ops import Op
 from zklocks._core.steps import await_children_change
@@ -143,6 +143,9 @@ def acquire(
     if stale is not None:
         yield from give_up(lock, stale)
     session = lock._client._session_or_raise()
+    problem = session.facts.lease_problem()
+    if problem is not None:  # nothing is created: a lease here would be lost at once
+        raise LeaseUnkeepable(f"{lock.path}: {problem}")
     yield Use(session)
     # the probe's clock starts first: a timed-out wait then measures >= its timeout
     probe = _events.AcquireProbe(lock.kind, lock.path, lock._config.layout.name)

@@ -42,6 +42,11 @@ class ServerOptions:
     skips the fsync per write. ``heap`` is the JVM's ``-Xmx`` (the JVM judges its form),
     ``startup_timeout`` the seconds a start may take to serve. ``tls`` serves clients
     over TLS only (and, in an ensemble, the links between members).
+    ``four_letter_words`` is ``4lw.commands.whitelist``: ``"*"`` (all, what the tests
+    inspect servers with) or a comma-separated list. ``"srvr"`` is ZooKeeper as it ships
+    (since 3.5.3): then ``conf`` is refused, and a client can learn the servers' tickTime
+    only from their session bounds. The AdminServer is always off (it would take port
+    8080), as in Kafka's bundled configuration.
     """
 
     tick_time: int = 2000
@@ -52,6 +57,7 @@ class ServerOptions:
     heap: str = "512m"
     startup_timeout: float = 30.0
     tls: ServerTLS | None = None
+    four_letter_words: str = "*"
 
     def __post_init__(self) -> None:
         _check_count("tick_time", self.tick_time, "milliseconds")
@@ -68,6 +74,28 @@ class ServerOptions:
             raise ValueError(f"startup_timeout must be seconds above 0, not {timeout!r}")
         if self.tls is not None and not isinstance(self.tls, ServerTLS):
             raise ValueError(f"tls must be a ServerTLS or None, not {self.tls!r}")
+        self._check_four_letter_words()
+
+    def _check_four_letter_words(self) -> None:
+        words = self.four_letter_words
+        listed = words.split(",") if isinstance(words, str) else []
+        if words != "*" and (
+            not listed or not all(w.strip().isalpha() and len(w.strip()) == 4 for w in listed)
+        ):
+            raise ValueError(
+                f"four_letter_words must be '*' or a comma-separated list of four-letter "
+                f"words such as 'srvr' or 'srvr,conf', not {words!r}"
+            )
+        if not self.allows("srvr"):
+            raise ValueError(
+                f"four_letter_words must allow 'srvr' (ZooKeeper's default, and how a "
+                f"server is known to be serving), not {words!r}"
+            )
+
+    def allows(self, word: str) -> bool:
+        """Does the server answer the four-letter ``word``?"""
+        words = self.four_letter_words
+        return words == "*" or word in (w.strip() for w in words.split(","))
 
     def _check_session_bounds(self) -> None:
         # ZooKeeper fills in 2 and 20 ticks for a bound not given, then refuses min > max
@@ -103,7 +131,7 @@ class ServerOptions:
             f"tickTime={self.tick_time}",
             f"dataDir={data_dir}",
             *ports,
-            "4lw.commands.whitelist=*",
+            f"4lw.commands.whitelist={self.four_letter_words.replace(' ', '')}",
             "maxClientCnxns=0",  # the default refuses a test's 61st session from one IP
             "admin.enableServer=false",  # it would take port 8080
         ]

@@ -1,8 +1,10 @@
 """One ZooKeeper JVM: the lifecycle a standalone server and an ensemble member share.
 
 Readiness: ``ruok`` answers ``imok`` before the server serves, so a server is ready only
-once ``srvr`` reports a mode we expect and ``conf`` shows *our* data dir (a stranger on
-the port does not count). We poll every few milliseconds up to a deadline.
+once ``srvr`` reports a mode we expect and the port is *ours* (a stranger on the port
+does not count): ``conf`` shows our data dir, or, where only ``srvr`` is allowed (as
+ZooKeeper ships), our JVM's log says it bound that port. We poll every few
+milliseconds up to a deadline.
 
 Each JVM runs in its own process group, so a terminal's Ctrl-C reaches only Python,
 which decides how the JVM stops (see ``leftovers`` for what kills it otherwise).
@@ -290,16 +292,29 @@ class ZooKeeperProcess:
                 f"{self!r}: the JVM exited with code {jvm.returncode} before serving; "
                 f"{self._log_tail()}"
             )
+        options = self.options
         try:
-            if self.four_letter("ruok", timeout=1.0) != "imok":
+            if options.allows("ruok") and self.four_letter("ruok", timeout=1.0) != "imok":
                 return False
             if self.mode() not in self._serving_modes:
                 return False
             # Someone else's server may answer on this port while ours failed to bind.
+            if not options.allows("conf"):
+                return self._bound_our_port()
             ours = f"dataDir={self._directory}{os.sep}version-2"
             return ours in self.four_letter("conf", timeout=1.0).splitlines()
         except OSError:
             return False
+
+    def _bound_our_port(self) -> bool:
+        """Our JVM's log says it listens on our client port (ZooKeeper logs "binding to
+        port ..." as it binds; a failed bind logs an error and exits)."""
+        log = self.log_path
+        try:
+            text = "" if log is None else log.read_text(errors="replace")
+        except OSError:
+            return False
+        return re.search(rf"binding to port \S*:{self._port}\b", text) is not None
 
     def _require_started(self) -> subprocess.Popen[bytes]:
         jvm = self._leftovers.jvm

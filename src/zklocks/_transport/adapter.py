@@ -51,6 +51,8 @@ def facts_of(connection: Connection) -> SessionFacts:
         last_answered_sent=lambda: connection.lease_sent,
         lagging=lambda: connection.lease_lagging,
         connected=lambda: connection.state is SessionState.CONNECTED,
+        loss_reason=connection.loss_reason,
+        lease_problem=lambda: connection.lease_problem,
     )
 
 

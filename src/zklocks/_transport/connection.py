@@ -62,6 +62,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from zklocks._errors import InvalidArgument
 from zklocks._protocol import codec
 from zklocks._protocol.constants import DEFAULT_MAX_BUFFER
 from zklocks._protocol.errors import (
@@ -90,14 +91,15 @@ from zklocks._transport import lease_rule as _lease_rule
 from zklocks._transport import notices as _notices
 from zklocks._transport.auth import auth_refused, auth_required, credentials_answered
 from zklocks._transport.dialer import Dialer
-from zklocks._transport.lease_proofs import LeaseProofs
+from zklocks._transport.lease_proofs import LeaseProofs, TimingQuestion
 from zklocks._transport.liveness import Liveness
 from zklocks._transport.opener import Opener, session_timeout_of
 from zklocks._transport.outgoing import Outgoing, RequestMeter
 from zklocks._transport.probe import ask_server
 from zklocks._transport.sasl import SASL
+from zklocks._transport.session_bounds import SessionBounds
 from zklocks._transport.wire import Wire
-from zklocks._vocabulary import SessionListener, SessionState, Watcher, tell_each
+from zklocks._vocabulary import NO_ANSWER, SessionListener, SessionState, Watcher, tell_each
 
 __all__ = ["Connection"]
 
@@ -208,6 +210,37 @@ class Connection:
         """The servers' tickTime as given or learnt (``timing.assumed``: neither); None on
         a standalone server."""
         return self._proofs.timing() if self.ensemble else None
+
+    @property
+    def session_bounds(self) -> SessionBounds | None:
+        """The servers' session bounds, where an ensemble's were learnt (None otherwise)."""
+        return self._proofs.bounds if self.ensemble else None
+
+    @property
+    def lease_problem(self) -> str | None:
+        """Why no lease can be kept on this connection's ensemble, with the fix (None: one
+        can, or a standalone server). Known once ``start()`` has returned."""
+        return self._proofs.problem if self.ensemble else None
+
+    def loss_reason(self) -> tuple[str, str]:
+        """Why the lease rule's instant has come (words, metric code), said truthfully:
+        "no answer" only when nothing was answered for a whole session timeout; on an
+        ensemble whose member answered since, the session could not be proven at the
+        leader in time (with this connection's ``lease_problem``, if it has one)."""
+        heard = self._proofs.last_answered_sent
+        timeout = self.session_timeout
+        if not self.ensemble or heard is None or time.monotonic() - heard >= timeout:
+            return NO_ANSWER
+        timing = self.timing
+        how = "" if timing is None else f"; tickTime {timing.tick:g} s from the {timing.source}"
+        reason = (
+            f"the session could not be proven alive at the ZooKeeper leader in time: "
+            f"{self.last_host} last answered a request sent {time.monotonic() - heard:.3g} s "
+            f"ago, but no sync through the leader confirmed the session within the "
+            f"{timeout:g} s session timeout{how}"
+        )
+        problem = self.lease_problem
+        return (reason if problem is None else f"{reason}; {problem}"), "unproven"
 
     @property
     def lease_lagging(self) -> bool:
@@ -382,7 +415,8 @@ class Connection:
     def _data_received(self, wire: Wire, data: bytes) -> None:
         if wire is not self._out.wire and wire is not self._opener.attempt:
             return  # a connection we have given up on
-        self._liveness.last_recv = time.monotonic()
+        now = time.monotonic()
+        self._liveness.heard(now)
         try:
             events = self._session.receive(data)
         except MarshallingError as exc:
@@ -398,7 +432,7 @@ class Connection:
         for event in events:
             if type(event) is WireReply:
                 future, sent = event.token
-                self._proofs.answered(sent, self._liveness.last_recv, event.through_leader)
+                self._proofs.answered(sent, now, event.through_leader)
                 if not event.ok and isinstance(event.value, SessionClosedRequireSaslAuthError):
                     if future is not None and not future.done():
                         future.set_exception(event.value)
@@ -454,7 +488,12 @@ class Connection:
             await credentials_answered(self._session, self._out)
             if self._started.done():
                 return  # a refusal failed start(); close() is under way
-        await self._probe(start_deadline)
+        try:
+            await self._probe(start_deadline)
+        except InvalidArgument as exc:  # a tick_time the servers contradict
+            if not self._started.done():
+                self._started.set_exception(exc)
+            return
         if not self._started.done():
             self._started.set_result(None)
         while not self._out.closing:
@@ -483,10 +522,16 @@ class Connection:
         if chroot_exists is not None:
             self.chroot_exists = chroot_exists
         if ensemble:
-            ssl, host, timeout = self._ssl, self.last_host, self.session_timeout
-            changed = await self._proofs.learn_timing(
-                self._opener.address, ssl, deadline, host, timeout
+            question = TimingQuestion(
+                address=self._opener.address,
+                ssl=self._ssl,
+                deadline=deadline,
+                host=self.last_host,
+                hosts=self.hosts,
+                requested_ms=self._session.requested_timeout_ms,
+                granted_ms=self._session.timeout_ms,
             )
+            changed = await self._proofs.learn_timing(question)
             if changed and self._out.wire is not None:
                 self._arm_timer()  # the renewal interval has changed
 
@@ -544,7 +589,7 @@ class Connection:
         timeout = event.timeout_ms / 1000
         self._liveness.set_intervals(timeout)
         now = time.monotonic()
-        self._liveness.last_recv = now
+        self._liveness.connected(now)
         with self._send_lock:
             for frame in self._session.restore((None, now)):
                 self._out.write(frame)
@@ -564,7 +609,15 @@ class Connection:
     # ------------------------------------------------------------ the liveness timer
 
     def _arm_timer(self) -> None:
-        self._liveness.arm(self._loop_or_running(), self._proofs.next_renewal(), self._tick)
+        self._liveness.arm(
+            self._loop_or_running(), self._proofs.next_renewal(), self._tick, self._proof_end()
+        )
+
+    def _proof_end(self) -> float | None:
+        """When the session's proof runs out while connected (an ensemble's lease rule;
+        None on a standalone server, whose every answer proves the session)."""
+        rule = self._proofs.rule
+        return rule.lease_end() if rule.lagging else None
 
     def _tick(self) -> None:
         liveness = self._liveness
@@ -582,12 +635,24 @@ class Connection:
             )
             wire.abort()
             return
+        proof_end = self._proof_end()
+        waited = liveness.silent_before_lease_ends(now, proof_end)
+        if waited is not None and proof_end is not None:
+            log.warning(
+                "%s has not answered for %.3f s and the session's proof runs out in "
+                "%.3f s; moving to another member to prove it again",
+                self.last_host,
+                waited,
+                proof_end - now,
+            )
+            wire.abort()
+            return
         if self._proofs.renewal_due(now):
             # On an ensemble: a round trip through the leader that the lease rule counts
             # (no transaction, no disk write); answered with no one waiting for it.
             with self._send_lock:
                 self._out.write(self._session.request(Sync("/"), (None, now), None, chroot=""))
-        elif liveness.ping_due(now):
+        elif liveness.ping_due(now) or liveness.probe_due(now, proof_end):
             with self._send_lock:
                 self._out.write(self._session.ping((None, now)))
         self._arm_timer()

@@ -3,25 +3,104 @@
 ``lease_rule.py`` holds the rules themselves (no I/O, no clock of their own). This is
 the part a connection used to carry in its own attributes: choosing the rule (until the
 first round trip says standalone or ensemble, assume the worst ZooKeeper allows),
-learning the servers' tickTime for an ensemble's rule (the option, else asked once at
-start, with a WARNING that names the option when nothing answers), and the renewing
-``sync`` that keeps a healthy lease on an ensemble fresh.
+learning the servers' tickTime for an ensemble's rule (the option, the ``conf``
+four-letter word, the AdminServer, else the bound the servers' session bounds prove),
+saying once when no lease can be kept, and the renewing ``sync`` that keeps a healthy
+lease on an ensemble fresh.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import ssl as _ssl
 import time
+from dataclasses import dataclass
 
+from zklocks._errors import InvalidArgument
 from zklocks._transport import lease_rule as _lease_rule
 from zklocks._transport.server_conf import learn_timing
+from zklocks._transport.session_bounds import (
+    SessionBounds,
+    known_bounds,
+    learn_bounds,
+    remember_bounds,
+)
 
-__all__ = ["LeaseProofs"]
+__all__ = ["LeaseProofs", "TimingQuestion"]
 
 log = logging.getLogger("zklocks.connection")
 
 _LEARN_TIMING_TIMEOUT = 1.0  # at most this of start() asking the server for tickTime
+_SAME_TICK = 1e-6  # seconds: two tickTimes closer than this are the same
+
+
+@dataclass(frozen=True)
+class TimingQuestion:
+    """Where and how to ask an ensemble for its tickTime (``LeaseProofs.learn_timing``)."""
+
+    address: tuple[str, int] | None  # the member the session is on
+    ssl: _ssl.SSLContext | None
+    deadline: float  # start()'s, on time.monotonic()
+    host: str | None  # "host:port" of that member, for the messages
+    hosts: list[str]  # every member of the connect string: the ensemble's name
+    requested_ms: int  # the session timeout we asked for...
+    granted_ms: int  # ...and the one the server granted (clamped: one bound known)
+
+
+def _choose(
+    given: _lease_rule.Timing | None, bounds: SessionBounds | None
+) -> _lease_rule.Timing | None:
+    """The tickTime the rule uses: the given or learnt one, checked against the bounds
+    (None: nothing is known)."""
+    if bounds is None:
+        return given
+    proven = _lease_rule.Timing(bounds.tick_bound, bounds.describe())
+    if given is None:
+        return proven
+    if bounds.agree and given.tick < bounds.tick_bound - _SAME_TICK:
+        if given.source == _lease_rule.OPTION:
+            raise InvalidArgument(
+                f"tick_time={given.tick:g} s is below the servers' tickTime, "
+                f"{bounds.tick_bound:g} s by their {bounds.describe()} (ZooKeeper's defaults "
+                "are 2 and 20 ticks); under a tickTime set too low the lease rule is unsafe: "
+                "pass the servers' real tickTime, or leave tick_time out to use the bound"
+            )
+        log.warning(
+            "the %s says tickTime %g s, below the %g s the %s prove; using %g s",
+            given.source,
+            given.tick,
+            bounds.tick_bound,
+            bounds.describe(),
+            bounds.tick_bound,
+        )
+        return proven
+    return given
+
+
+def _problem(rule: _lease_rule.SyncChain, host: str | None) -> str | None:
+    """Why no lease can be kept on this ensemble with this session, with the fix; None
+    when one can."""
+    timing = rule.timing
+    session = rule.session_timeout
+    if timing.assumed:
+        return (
+            f"cannot keep a lease on the ensemble of {host} with a {session:g} s session: "
+            "could not learn the servers' tickTime (the `conf` four-letter word is not "
+            "allowed, no AdminServer answered on port 8080, and the session-bounds "
+            "handshakes failed), and the worst ZooKeeper allows "
+            f"({session / 2:g} s) leaves no lease time: pass tick_time=<the servers' "
+            "tickTime in seconds> (CLI: --tick-time or ZKLOCKS_TICK_TIME)"
+        )
+    if rule.sustainable():
+        return None
+    return (
+        f"cannot keep a lease on the ensemble of {host} with a {session:g} s session: "
+        f"with tickTime {timing.tick:g} s (from the {timing.source}) a lease proven "
+        "through the leader is about 3 sync intervals plus a tick old, more than the "
+        f"session allows: use a session_timeout of at least {rule.shortest_session():.3g} s "
+        "(CLI: --session-timeout)"
+    )
 
 
 class LeaseProofs:
@@ -29,9 +108,10 @@ class LeaseProofs:
 
     def __init__(self, session_timeout: float, clock_drift: float, tick_time: float | None):
         self._clock_drift = clock_drift
-        self._timing = (
-            None if tick_time is None else _lease_rule.Timing(tick_time, "tick_time option")
+        self._option = (
+            None if tick_time is None else _lease_rule.Timing(tick_time, _lease_rule.OPTION)
         )
+        self._timing = self._option
         # Until start() has learnt whether the server is one of an ensemble, and its
         # tickTime, assume the worst ZooKeeper allows.
         self.rule: _lease_rule.LeaseRule = _lease_rule.for_ensemble(
@@ -43,6 +123,8 @@ class LeaseProofs:
         # When the most recently answered request (pings and the handshake included) was
         # sent: the server heard from us no earlier than that.
         self.last_answered_sent: float | None = None
+        self.bounds: SessionBounds | None = None  # the servers' session bounds, if learnt
+        self.problem: str | None = None  # why no lease can be kept (None: one can)
 
     def answered(self, sent: float, answered: float, through_leader: bool) -> None:
         """A reply came (at ``answered``) to a request sent at ``sent``."""
@@ -69,58 +151,50 @@ class LeaseProofs:
             rule.connected(last_answered_sent, resumed=False)
         self.rule = rule
 
-    async def learn_timing(
-        self,
-        address: tuple[str, int] | None,
-        ssl: _ssl.SSLContext | None,
-        deadline: float,
-        host: str | None,
-        session_timeout: float,
-    ) -> bool:
-        """Give the ensemble's lease rule the servers' tickTime: the option, or asked of
-        ``address``. True when the renewal interval has changed (re-arm the timer).
+    async def learn_timing(self, ask: TimingQuestion) -> bool:
+        """Give the ensemble's lease rule the servers' tickTime. True when the renewal
+        interval has changed (re-arm the timer).
 
-        Where nothing answers, the rule keeps the worst case ZooKeeper's defaults allow
-        (safe, but then a lease cannot be kept while connected): said once, at WARNING,
-        with the option that fixes it.
+        Sources, in order: the ``tick_time`` option, the ``conf`` four-letter word, the
+        AdminServer, then the bound the servers' session bounds prove
+        (``session_bounds.py``, learnt once per ensemble per process and always asked:
+        it is also the cross-check). An option below what agreeing bounds prove raises
+        ``InvalidArgument`` naming both; a learnt value below them gives way to the bound
+        (an AdminServer on port 8080 may be another server's). Where nothing answers,
+        the rule keeps the worst case ZooKeeper's defaults allow: safe, but then no lease
+        can be kept while connected (``problem``, said once at WARNING).
         """
         rule = self.rule
-        timing = self._timing
-        if timing is None and address is not None:
-            budget = min(_LEARN_TIMING_TIMEOUT, max(deadline - time.monotonic(), 0.05))
-            timing = await learn_timing(address[0], address[1], ssl, budget)
-        if timing is None:
-            log.warning(
-                "could not learn the ZooKeeper servers' tickTime from %s (the `conf` "
-                "four-letter word is not allowed and no AdminServer answered on port "
-                "8080); assuming the largest ZooKeeper's defaults allow for a %.3g s "
-                "session (%.3g s), under which a lease on an ensemble cannot be kept while "
-                "connected: pass tick_time=<the servers' tickTime in seconds> (CLI: "
-                "--tick-time or ZKLOCKS_TICK_TIME)",
-                host,
-                session_timeout,
-                _lease_rule.assumed_timing(session_timeout).tick,
+        option = self._option
+        budget = min(_LEARN_TIMING_TIMEOUT, max(ask.deadline - time.monotonic(), 0.05))
+        bounds = known_bounds(ask.hosts)
+        conf_task = None
+        if option is None and ask.address is not None:
+            conf_task = asyncio.ensure_future(
+                learn_timing(ask.address[0], ask.address[1], ask.ssl, budget)
             )
-            return False
+        if bounds is None and ask.address is not None:
+            bounds = await learn_bounds(
+                ask.address, ask.ssl, budget, ask.requested_ms, ask.granted_ms
+            )
+            if bounds is not None:
+                remember_bounds(ask.hosts, bounds)
+        conf = await conf_task if conf_task is not None else None
+        self.bounds = bounds
+        timing = _choose(option or conf, bounds) or _lease_rule.assumed_timing(rule.session_timeout)
         self._timing = timing
         if not isinstance(rule, _lease_rule.SyncChain):
             return False  # a planted rule (the nemesis' checker must catch it)
         rule.timing = timing
-        log.info(
-            "ensemble tickTime %.3f s (from the %s); lease renewed by a sync every %.3f s",
-            timing.tick,
-            timing.source,
-            rule.renew_interval(),
-        )
-        if not rule.sustainable():
-            log.warning(
-                "a %.3g s session is too short to keep a lease on an ensemble with "
-                "tickTime %.3g s (a lease proven through the leader is about 3 sync "
-                "intervals plus a tick old); leases will be lost while connected: use a "
-                "session_timeout above %.3g s",
-                session_timeout,
+        self.problem = _problem(rule, ask.host)
+        if self.problem is not None:
+            log.warning("%s", self.problem)
+        else:
+            log.info(
+                "ensemble tickTime %.3f s (from the %s); lease renewed by a sync every %.3f s",
                 timing.tick,
-                rule.shortest_session(),
+                timing.source,
+                rule.renew_interval(),
             )
         return True
 

@@ -31,11 +31,13 @@ clocks may run at different rates (``clock_drift``, a share of the session timeo
 The handshake is a proof of its own: the leader revalidates (or creates) the session.
 The chain is started afresh on every connection.
 
-The rule needs the servers' tickTime. ``Timing`` says where it came from: the user's
-``tick_time``, the server's ``conf`` (four-letter word or AdminServer), or assumed. The
-assumption when nothing can be learned is the worst ZooKeeper's defaults allow,
-session_timeout / 2 (a session may not be shorter than 2 ticks); it is safe, and under it
-a lease cannot be kept while connected, which the connection says once at WARNING.
+The rule needs the servers' tickTime, or a bound above it: a larger tick only makes
+the rule more careful. ``Timing`` says where it came from: the user's ``tick_time``, the
+server's ``conf`` (four-letter word or AdminServer), the bound the servers' session
+bounds prove (``session_bounds.py``), or assumed. The assumption when nothing can be
+learned is the worst ZooKeeper's defaults allow, session_timeout / 2 (a session may not
+be shorter than 2 ticks); it is safe, and under it a lease cannot be kept while
+connected, which the connection says once at WARNING (and acquire refuses).
 
 To keep a healthy lease alive the connection sends a ``sync`` every ``renew_interval``:
 a sync is a round trip to the leader with no transaction and no disk write.
@@ -50,6 +52,7 @@ from zklocks._vocabulary import DEFAULT_CLOCK_DRIFT
 
 __all__ = [
     "DEFAULT_CLOCK_DRIFT",
+    "OPTION",
     "LeaseRule",
     "Standalone",
     "SyncChain",
@@ -58,6 +61,7 @@ __all__ = [
     "plant",
 ]
 
+OPTION = "tick_time option"  # ``Timing.source`` of the user's own tick_time
 _OVERLAP_MARGIN = 0.05  # seconds beyond a tick that a deposed leader may still answer
 _MERGE = 0.005  # answers closer than this share an entry (at the later, safer times)
 _KEEP = 4096  # entries of history kept at most; older ones prove nothing useful
@@ -68,7 +72,9 @@ class Timing:
     """The servers' tickTime in seconds, and where we learnt it."""
 
     tick: float
-    source: str  # "tick_time option", "conf of HOST:PORT", "AdminServer of HOST", "assumed"
+    # "tick_time option", "conf of HOST:PORT", "the AdminServer of HOST",
+    # "session bounds of HOST:PORT: ...", or "assumed"
+    source: str
     sync_limit: int | None = None
 
     @property

@@ -182,7 +182,7 @@ class Opener:
         assert wire.transport is not None
         with self._out.lock:
             wire.transport.write(self._session.connect())
-        self._liveness.last_send = sent
+        self._liveness.sent(sent)
         event = await wire.handshake
         if isinstance(event, Established) and self._sasl is not None:
             await self._sasl_login(wire, self._sasl, host, port)
@@ -201,6 +201,6 @@ class Opener:
             now = time.monotonic()
             with self._out.lock:
                 transport.write(self._session.request(GetSASLRequest(token), (answer, now), None))
-            self._liveness.last_send = now
+            self._liveness.sent(now)
 
         await sasl_login(sasl, host, port, wire.lost, send)

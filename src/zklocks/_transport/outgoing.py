@@ -112,7 +112,7 @@ class Outgoing:
 
     def write(self, frame: bytes) -> None:
         """Write on the loop thread, holding the lock (with the frame's making)."""
-        self._liveness.last_send = time.monotonic()
+        self._liveness.sent(time.monotonic())
         wire = self.wire
         transport = None if wire is None else wire.transport
         assert transport is not None
@@ -159,7 +159,7 @@ class Outgoing:
                         token.set_exception(exc)
                 if not frames:
                     return True
-                self._liveness.last_send = now
+                self._liveness.sent(now)
                 if not writer.claim(frames):
                     return True  # the writing caller sends ours after its own
             except BaseException:
