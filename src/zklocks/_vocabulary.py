@@ -85,6 +85,10 @@ def _no_answer() -> tuple[str, str]:
     return NO_ANSWER
 
 
+def _no_timing() -> tuple[float, str] | None:
+    return None
+
+
 def _no_problem() -> str | None:
     return None
 
@@ -116,6 +120,9 @@ class SessionFacts:
     lagging: Callable[[], bool] = _never
     loss_reason: Callable[[], tuple[str, str]] = _no_answer
     lease_problem: Callable[[], str | None] = _no_problem
+    # the servers' tickTime the lease rule uses, and where it was learnt (None: none
+    # needed, on a standalone server, or not known yet)
+    timing: Callable[[], tuple[float, str] | None] = _no_timing
 
 
 def tell_each(

@@ -36,6 +36,7 @@ COMMANDS = {
     "serve": "zklocks._cli.serve:serve",
     "revoke": "zklocks._cli.admin:revoke",
     "break": "zklocks._cli.admin:break_",
+    "doctor": "zklocks._cli.doctor:doctor",
 }
 
 EPILOG = """\b

@@ -10,6 +10,7 @@ from zklocks._asyncio.carrier import StartableCarrier, native_factory
 from zklocks._asyncio.election import AsyncElection, AsyncMultiLock
 from zklocks._asyncio.locks import AsyncLock, AsyncReadWriteLock
 from zklocks._asyncio.transaction import AsyncTransaction
+from zklocks._core import contenders as _contenders
 from zklocks._core import events as _events
 from zklocks._core import revoke as _revoke
 from zklocks._core import validate as _validate
@@ -102,6 +103,10 @@ class AsyncClient(LockMaker[AsyncLock, AsyncReadWriteLock, StartableCarrier]):
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.stop()
+
+    async def sync(self, path: str = "/") -> None:
+        """As ``Client.sync``."""
+        await driver.run(_contenders.sync(_validate.node_path(path)), self._session_or_raise())
 
     async def server_versions(self) -> list[MemberVersion]:
         """As ``Client.server_versions`` (read on a worker thread: it blocks)."""

@@ -17,8 +17,13 @@ from zklocks._core import layouts as _layouts
 from zklocks._core import nodes as _nodes
 from zklocks._core.errors import LockError
 from zklocks._core.flow import access_denied
-from zklocks._core.ops import GetACL, GetChildren, GetData, NodeACL, NodeData, Op, Pipeline
-from zklocks._protocol.errors import ConnectionLossError, NoAuthError, NoNodeError
+from zklocks._core.ops import GetACL, GetChildren, GetData, NodeACL, NodeData, Op, Pipeline, Sync
+from zklocks._protocol.errors import (
+    ConnectionLossError,
+    NoAuthError,
+    NoNodeError,
+    ZooKeeperError,
+)
 from zklocks._protocol.records import WireACL
 
 
@@ -48,6 +53,7 @@ class Contender:
     pid: int = 0
     ephemeral: bool = True
     layout: str = "zklocks"
+    owner: int = 0  # the session that owns the node (its ephemeralOwner; 0: none)
 
 
 def list_contenders(path: str) -> Generator[Op, Any, list[Contender]]:
@@ -93,6 +99,20 @@ def read_line(
         return read, holding
 
 
+def sync(path: str) -> Generator[Op, Any, None]:
+    """Let the member this session talks to catch up with the leader (for ``path``):
+    what it answers next is at least as new as any write the leader had committed."""
+    while True:
+        reply = yield Sync(path)
+        if isinstance(reply, ConnectionLossError):
+            continue
+        if isinstance(reply, NoAuthError):
+            raise access_denied(path, "sync")
+        if isinstance(reply, ZooKeeperError):
+            raise LockError(f"cannot sync {path}: {reply}")
+        return
+
+
 def directory_acl(path: str) -> Generator[Op, Any, tuple[WireACL, ...] | None]:
     """The lock directory's ACL as stored (``None``: no such node), for ``status``."""
     while True:
@@ -121,4 +141,5 @@ def _contender(path: str, node: _nodes.NodeName, reply: NodeData, holder: bool) 
         pid=payload.pid,
         ephemeral=reply.stat.ephemeral_owner != 0,
         layout=node.dialect,
+        owner=reply.stat.ephemeral_owner,
     )

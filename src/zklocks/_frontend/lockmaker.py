@@ -10,6 +10,7 @@ import inspect
 import threading
 import warnings
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from ssl import SSLContext
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
@@ -49,6 +50,25 @@ class Carrier(Protocol):
 SessionT = TypeVar("SessionT", bound=Carrier)
 SessionT_co = TypeVar("SessionT_co", bound=Carrier, covariant=True)
 PartT = TypeVar("PartT", bound=LockCore[Any])
+
+
+@dataclass(frozen=True)
+class LeaseReport:
+    """What ``client.lease_report()`` says of the lease rule on a session.
+
+    ``session_timeout``: the one the server granted. ``tick`` and ``source``: the
+    servers' tickTime (seconds) the rule uses on an ensemble and where it came from
+    (the ``tick_time`` option, a member's ``conf``, the AdminServer, the session bounds
+    learnt by handshakes, or "assumed"); both None on a standalone server, where every
+    answer counts and no tickTime is needed. ``problem``: why no lease can be kept on
+    this session, with the fix (None: one can); acquire then refuses with
+    ``LeaseUnkeepable``.
+    """
+
+    session_timeout: float
+    tick: float | None
+    source: str | None
+    problem: str | None
 
 
 class SessionFactory(Protocol[SessionT_co]):
@@ -134,6 +154,18 @@ class LockMaker(Generic[LockT, ReadWriteT, SessionT]):
         table, once per ensemble and process (``server_check``); blocking, short."""
         if self._reads_versions:
             _server_check.check(self.options.hosts, self._ssl, self._strict_server)
+
+    def lease_report(self) -> LeaseReport:
+        """How the lease rule stands on this client's session (see ``LeaseReport``);
+        ``ClientClosed`` if not started. ``zklocks doctor`` shows it."""
+        facts = self._session_or_raise().facts
+        timing = facts.timing()
+        return LeaseReport(
+            session_timeout=facts.session_timeout(),
+            tick=None if timing is None else timing[0],
+            source=None if timing is None else timing[1],
+            problem=facts.lease_problem(),
+        )
 
     def _servers_known(self) -> bool:
         """True when ``_check_servers`` will not block (read already, or not read at all)."""

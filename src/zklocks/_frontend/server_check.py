@@ -1,12 +1,13 @@
 """The servers' versions against the known-issues table: warned of once, or refused.
 
 A client on our own transport reads each member's ``srvr`` (the one four-letter word a
-stock server allows) before its first session, once per ensemble and process: later
-clients of the same ensemble read the remembered answer, so a process that makes many
-clients pays one short connection per member, once. A member whose version has a
-transaction-loss bug (``zklocks._core.known_issues``, severity ``loss``) is said once at
-WARNING on ``zklocks.server``; with ``strict_server=True`` the client refuses to start
-(``ConnectionFailed``, naming the member, its version and the ZOOKEEPER ids).
+stock server allows) before its first session, once per member and process: later
+clients of the same ensemble (or of one of its members) read the remembered answer, so
+a process that makes many clients pays one short connection per member, once. A member
+whose version has a transaction-loss bug (``zklocks._core.known_issues``, severity
+``loss``) is said once at WARNING on ``zklocks.server``; with ``strict_server=True`` the
+client refuses to start (``ConnectionFailed``, naming the member, its version and the
+ZOOKEEPER ids).
 
 A member that cannot be asked is left out here (the session's own start reports an
 unreachable ensemble); ``zklocks doctor`` says so.
@@ -19,10 +20,10 @@ import ssl as _ssl
 import threading
 from dataclasses import dataclass
 
-from zklocks._core.errors import ConnectionFailed
+from zklocks._core.errors import ConnectionFailed, InvalidArgument
 from zklocks._core.known_issues import KnownIssue, issues_for, losses_for, parse_version
 from zklocks._protocol.paths import parse_hosts
-from zklocks._transport.four_letter import read_srvr
+from zklocks._transport.four_letter import ask, read_srvr
 
 __all__ = ["MemberVersion", "UnsafeServer", "check", "read_members"]
 
@@ -74,42 +75,66 @@ def read_members(
     return [read_member(host, port, ssl, timeout) for host, port in members]
 
 
-_seen: dict[frozenset[str], list[MemberVersion]] = {}
+_seen: dict[str, MemberVersion] = {}  # by "host:port": each member is read and warned of once
 _seen_mutex = threading.Lock()
 
 
-def _key(hosts: str) -> frozenset[str]:
-    return frozenset(f"{host}:{port}" for host, port in parse_hosts(hosts)[0])
+READ_ONLY_WORDS = frozenset(
+    {"srvr", "stat", "conf", "cons", "dump", "mntr", "ruok", "envi", "wchs", "isro", "dirs"}
+)
+"""The four-letter words that only read (``crst``, ``srst`` reset counters: refused)."""
+
+
+def ask_member(
+    member: str, word: str, ssl: _ssl.SSLContext | None, timeout: float = READ_TIMEOUT
+) -> str:
+    """``word``'s answer from ``member`` ("host:port"); ``InvalidArgument`` for a word
+    that is not read-only, ``ConnectionFailed`` if the member cannot be asked."""
+    if word not in READ_ONLY_WORDS:
+        raise InvalidArgument(
+            f"{word!r} is not one of the read-only four-letter words: "
+            + ", ".join(sorted(READ_ONLY_WORDS))
+        )
+    ((host, port),) = parse_hosts(member)[0]
+    try:
+        return ask(host, port, word, ssl=ssl, timeout=timeout)
+    except OSError as error:
+        raise ConnectionFailed(f"cannot ask {member} {word!r}: {error}") from error
+
+
+def _members(hosts: str) -> list[tuple[str, int]]:
+    return parse_hosts(hosts)[0]
 
 
 def known(hosts: str) -> bool:
-    """Has this process read the members of ``hosts`` already (``check`` won't block)?"""
+    """Has this process read every member of ``hosts`` already (``check`` won't block)?"""
     with _seen_mutex:
-        return _key(hosts) in _seen
+        return all(f"{host}:{port}" in _seen for host, port in _members(hosts))
 
 
 def check(hosts: str, ssl: _ssl.SSLContext | None, strict: bool) -> list[MemberVersion]:
-    """Read (once per ensemble and process) and judge the members of ``hosts``: warn
-    once of each transaction-loss issue, or, if ``strict``, raise ``ConnectionFailed``."""
-    key = _key(hosts)
-    with _seen_mutex:
-        known = _seen.get(key)
-    if known is None:
-        known = read_members(hosts, ssl)
+    """Read (once per member and process) and judge the members of ``hosts``: warn once
+    of each member's transaction-loss issues, or, if ``strict``, raise ``UnsafeServer``.
+    A member that could not be asked is remembered too (a start never waits on it again)."""
+    found: list[MemberVersion] = []
+    for host, port in _members(hosts):
         with _seen_mutex:
-            first = key not in _seen
-            known = _seen.setdefault(key, known)
-        if first:
-            for member in known:
-                if member.losses:
-                    log.warning("%s", _say(member))
+            member = _seen.get(f"{host}:{port}")
+        if member is None:
+            member = read_member(host, port, ssl)
+            with _seen_mutex:
+                first = member.member not in _seen
+                member = _seen.setdefault(member.member, member)
+            if first and member.losses:
+                log.warning("%s", _say(member))
+        found.append(member)
     if strict:
-        unsafe = [member for member in known if member.losses]
+        unsafe = [member for member in found if member.losses]
         if unsafe:
             raise UnsafeServer(
                 "strict_server: refused; " + "; ".join(_say(member) for member in unsafe)
             )
-    return known
+    return found
 
 
 def _say(member: MemberVersion) -> str:

@@ -6,6 +6,7 @@ import functools
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
+from zklocks._core import contenders as _contenders
 from zklocks._core import events as _events
 from zklocks._core import revoke as _revoke
 from zklocks._core import validate as _validate
@@ -174,6 +175,12 @@ class Client(LockMaker[Lock, ReadWriteLock, StartableSession]):
         asked: int = driver.run(_revoke.revoke(_validate.lock_path(path)), self._session_or_raise())
         return asked
 
+    def sync(self, path: str = "/") -> None:
+        """Let the member this client talks to catch up with the leader: a read made
+        after it sees every write the ensemble had committed when it was sent (ZooKeeper's
+        ``sync``; it writes nothing). ``ClientClosed`` if not started."""
+        driver.run(_contenders.sync(_validate.node_path(path)), self._session_or_raise())
+
     def server_versions(self) -> list[MemberVersion]:
         """Each member of the connect string as its ``srvr`` describes it, read now:
         ``member`` ("host:port"), ``version``, ``mode``, ``issues`` (the known-issues
@@ -183,6 +190,15 @@ class Client(LockMaker[Lock, ReadWriteLock, StartableSession]):
         and ``zklocks doctor``.
         """
         return _server_check.read_members(self.options.hosts, self._ssl)
+
+    def four_letter(self, member: str, word: str) -> str:
+        """A read-only four-letter word's answer (``srvr``, ``conf``, ``cons``, ``dump``,
+        ``mntr``...) from ``member`` ("host:port"), over TLS when the client uses it.
+        A word the server does not allow (``4lw.commands.whitelist``; stock servers
+        allow ``srvr`` alone) is answered with a line saying so. ``InvalidArgument`` for
+        a word that changes anything, ``ConnectionFailed`` if the member cannot be asked.
+        """
+        return _server_check.ask_member(member, word, self._ssl)
 
     # -- for the lock classes and tools ------------------------------------------------
 

@@ -53,7 +53,13 @@ def facts_of(connection: Connection) -> SessionFacts:
         connected=lambda: connection.state is SessionState.CONNECTED,
         loss_reason=connection.loss_reason,
         lease_problem=lambda: connection.lease_problem,
+        timing=lambda: _timing_of(connection),
     )
+
+
+def _timing_of(connection: Connection) -> tuple[float, str] | None:
+    timing = connection.timing
+    return None if timing is None else (timing.tick, timing.source)
 
 
 def connection_failed(error: ConnectionFailedError) -> ConnectionFailed:
