@@ -86,7 +86,7 @@ def test_healthy_ensemble(ensemble: ZooKeeperEnsemble, version: Any) -> None:
 
     with zklocks.Client(ensemble.hosts) as client:
         lease = client.lock("/doctor/healthy").acquire(timeout=10)
-        done = doctor(ensemble.hosts, "/doctor/healthy")
+        done = doctor(ensemble.hosts, "/doctor/healthy", "--session-timeout", "5")
         lease.release()
     assert done.exit_code == 0, done.output
     members = [c for c in checks(done) if c["topic"].startswith("member ") and c["status"] == "ok"]
@@ -94,10 +94,23 @@ def test_healthy_ensemble(ensemble: ZooKeeperEnsemble, version: Any) -> None:
     assert sorted(c["text"].split(", ")[0] for c in members) == ["follower", "follower", "leader"]
     views = [c for c in checks(done) if c["topic"] == "lock /doctor/healthy"]
     assert [c["text"].split(" ")[0] for c in views if c["status"] == "ok"] == ["1", "1", "1"]
-    (lease_line,) = [c for c in checks(done) if "tickTime" in c["text"]]
-    assert "0.2 s from" in lease_line["text"]  # learnt from the servers (conf allowed)
+    ticks = [c for c in checks(done) if "tickTime" in c["text"]]
+    # at the session timeout asked for and at the default, learnt from the servers' conf
+    assert [c["topic"] for c in ticks] == [
+        "lease (session timeout 5 s)",
+        "lease (session timeout 10 s)",  # the servers' maximum is 60 s
+    ]
+    assert all("tickTime 0.2 s from conf of" in c["text"] for c in ticks)
     assert any(c["topic"] == "security" and "TLS off" in c["text"] for c in checks(done))
     assert not with_status(done, "finding") and not with_status(done, "unchecked")
+
+
+def test_a_session_timeout_too_short_for_a_lease(ensemble: ZooKeeperEnsemble, version: Any) -> None:
+    done = doctor(ensemble.hosts, "--session-timeout", "0.4")
+    findings = with_status(done, "finding")
+    assert done.exit_code == 1 and findings, done.output
+    assert findings[0]["topic"] == "lease (session timeout 0.4 s)"
+    assert "cannot keep a lease" in findings[0]["text"] and "…" not in findings[0]["text"]
 
 
 def test_a_known_issue_version(ensemble: ZooKeeperEnsemble, version: Any) -> None:

@@ -9,15 +9,21 @@ servers do not allow (a four-letter word left out of ``4lw.commands.whitelist``)
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
+from typing import Protocol
 
 from zklocks import Client, Contender
 from zklocks._cli.sanitise import clean
 
 __all__ = ["Contender", "Line", "Make"]
 
-Make = Callable[[str], Client]  # a client (not started) for a connect string
+
+class Make(Protocol):
+    """Makes a client (not started) for a connect string, with the command's options."""
+
+    def __call__(self, where: str, timeout: float = ...) -> Client: ...
+
 
 OK, FINDING, UNCHECKED, NOTE = "ok", "finding", "unchecked", "note"
 _NOT_ALLOWED = "is not executed because it is not in the whitelist"
@@ -105,17 +111,22 @@ def security(tls: bool, sasl: str | None) -> Line:
     return Line("security", NOTE, ", ".join(words))
 
 
-def lease(client: Client) -> list[Line]:
+def lease(client: Client, asked: float) -> list[Line]:
     """Where the lease rule's tickTime comes from and whether a lease can be kept."""
     report = client.lease_report()
-    topic = f"lease (session timeout {report.session_timeout:g} s)"
+    granted = report.session_timeout
+    topic = f"lease (session timeout {asked:g} s" + (
+        ")" if abs(granted - asked) < 0.0005 else f", granted {granted:g} s)"
+    )
     if report.source is None:
         lines = [Line(topic, OK, "a standalone server: every answer proves the session")]
     else:
         # "session bounds" is one of the sources (handshake probes): shown as given
-        lines = [Line(topic, NOTE, f"tickTime {report.tick:g} s from {clean(report.source)}")]
+        source = clean(report.source, limit=None)
+        lines = [Line(topic, NOTE, f"tickTime {report.tick:g} s from {source}")]
     if report.problem is not None:
-        lines.append(Line(topic, FINDING, clean(report.problem), "--session-timeout longer"))
+        problem = clean(report.problem, limit=None)
+        lines.append(Line(topic, FINDING, problem, "--session-timeout longer"))
     elif report.source is not None:
         lines.append(Line(topic, OK, "a lease can be kept"))
     return lines
