@@ -57,9 +57,18 @@ _UNKNOWN = object()
 def install() -> bool:
     """Install the hooks if ``opentelemetry-api`` is importable (done when ``zklocks`` is
     imported; calling it again changes nothing). True if installed."""
-    if _events.tracing is None and importlib.util.find_spec("opentelemetry") is not None:
+    if _events.tracing is None and _api_installed():
         _events.tracing = _OtelTracing()
     return _events.tracing is not None
+
+
+def _api_installed() -> bool:
+    """Is ``opentelemetry.trace`` there? (Not only an ``opentelemetry`` namespace: an
+    uninstalled API can leave its folder behind.) Found without importing it."""
+    try:
+        return importlib.util.find_spec("opentelemetry.trace") is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def uninstall() -> None:
@@ -88,8 +97,11 @@ class _OtelTracing:
             return self._tracer
         trace: Any = self._trace
         if trace is None:
-            from opentelemetry import trace as api
-
+            try:
+                from opentelemetry import trace as api
+            except ImportError:  # unusable after all: no spans, and no more looks
+                uninstall()
+                return None
             self._trace = trace = api
             if "OTEL_PYTHON_TRACER_PROVIDER" in os.environ:
                 trace.get_tracer_provider()  # loads and sets the named provider

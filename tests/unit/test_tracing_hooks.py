@@ -82,3 +82,21 @@ def test_a_revoked_hold_ends_as_revoked() -> None:
         ("event", "zklocks.revoke_requested"),
         ("end", "revoked", "None"),
     ]
+
+
+def test_an_unusable_api_costs_nothing_and_breaks_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An ``opentelemetry`` left half-installed (its folder without ``trace``): no span,
+    the hooks remove themselves, and the acquire goes on (a benchmark run found it)."""
+    import sys
+
+    from zklocks import tracing
+
+    monkeypatch.setitem(sys.modules, "opentelemetry.trace", None)  # its import fails
+    if "opentelemetry" in sys.modules:  # imported by an earlier test: forget its `trace`
+        monkeypatch.delattr(sys.modules["opentelemetry"], "trace", raising=False)
+    monkeypatch.setattr(events, "tracing", None)
+    assert not tracing.install()  # found without importing it: not there
+    hooks = tracing._OtelTracing()
+    monkeypatch.setattr(events, "tracing", hooks)
+    assert hooks.acquire("lock", "/x", "zklocks") is None
+    assert events.tracing is None
