@@ -14,7 +14,9 @@ the client warns once per ensemble and ``strict_server=True`` refuses the server
 holder is looked for directly).
 
 To add an entry: one ``KnownIssue`` below, and one case in
-``tests/unit/test_known_issues.py``.
+``tests/unit/test_known_issues.py``. Titles and fixing releases are as ZooKeeper's release
+notes list them (3.9.2: 4785; 3.9.3: 4394, 4712; 3.9.4: 4925; 3.8.5: 4785); the
+ZOOKEEPER-4925 fix's own description says the bug came with 4394's fix (3.9.3 only).
 """
 
 from __future__ import annotations
@@ -102,7 +104,8 @@ KNOWN_ISSUES: tuple[KnownIssue, ...] = (
     ),
     KnownIssue(
         "ZOOKEEPER-4925",
-        "Data loss due to propagation of discontinuous committedLog",
+        "Diff sync introduce hole in stale follower's committedLog which cause data loss "
+        "in leading",
         "loss",
         fixed=("3.9.4",),
         only=("3.9.3",),  # came with 4394's fix
