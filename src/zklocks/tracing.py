@@ -16,7 +16,8 @@ Spans (names and attributes in docs/operations.md, "Traces"):
   a revoke request; lost; max_hold), with events ``zklocks.suspended``,
   ``zklocks.resumed`` and ``zklocks.revoke_requested``. An election term is a hold of
   kind ``elect``. ``lease.traceparent`` is its W3C ``traceparent``: ``zklocks run`` and
-  ``zklocks elect`` put it in the command's ``TRACEPARENT``.
+  ``zklocks elect`` put it in the command's ``TRACEPARENT``, and join the ``TRACEPARENT``
+  they were started with (``join_environment``).
 
 No attribute carries a secret: paths, kinds, tokens and node names only.
 """
@@ -26,6 +27,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import time
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from zklocks._core import events as _events
@@ -33,7 +35,7 @@ from zklocks._core import events as _events
 if TYPE_CHECKING:
     from opentelemetry.trace import Span, Tracer
 
-__all__ = ["install", "uninstall"]
+__all__ = ["install", "join_environment", "uninstall"]
 
 VERSION = "0.1.0"  # the instrumentation's version (the package's)
 
@@ -69,6 +71,25 @@ def _api_installed() -> bool:
         return importlib.util.find_spec("opentelemetry.trace") is not None
     except (ImportError, ValueError):
         return False
+
+
+def join_environment(environ: Mapping[str, str] = os.environ) -> bool:
+    """Make the W3C ``TRACEPARENT`` (and ``TRACESTATE``) of ``environ`` this thread's
+    current trace context, so the spans made from here (a ``zklocks run`` started by a
+    traced job) join the trace of whoever started us. True if one was joined; nothing is
+    imported unless spans can be made."""
+    parent = environ.get("TRACEPARENT")
+    if not parent or _events.tracing is None:
+        return False
+    from opentelemetry import context
+    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+    carrier = {"traceparent": parent, "tracestate": environ.get("TRACESTATE", "")}
+    joined = TraceContextTextMapPropagator().extract(carrier)
+    if not joined:
+        return False
+    context.attach(joined)
+    return True
 
 
 def uninstall() -> None:

@@ -225,6 +225,8 @@ try:
 except SystemExit as stop:
     status = stop.code
 for span in exporter.get_finished_spans():
+    if span.name == "zklocks.hold" and span.parent is not None:
+        print(f"parent {span.context.trace_id:032x}-{span.parent.span_id:016x}")
     if span.name == "zklocks.hold":
         ids = f"{span.context.trace_id:032x}-{span.context.span_id:016x}"
         print(f"hold 00-{ids}-{int(span.context.trace_flags):02x}")
@@ -240,8 +242,15 @@ def test_a_run_command_sees_the_holds_traceparent(
         [sys.executable, "-c", textwrap.dedent(RUN_WITH_A_PROVIDER), "run", unique("run"),
          "--hosts", zk_server.hosts, "--", "sh", "-c", f'printf %s "$TRACEPARENT" > {seen}'],
         capture_output=True, text=True, timeout=60,
-        env={k: v for k, v in os.environ.items() if k != "TRACEPARENT"},
+        env={**os.environ, "TRACEPARENT": STARTED_BY},
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     (hold,) = [line.split()[1] for line in done.stdout.splitlines() if line.startswith("hold ")]
     assert seen.read_text() == hold
+    # the hold joined the trace of whoever started `zklocks run` (its TRACEPARENT)
+    (parent,) = [line.split()[1] for line in done.stdout.splitlines() if line.startswith("parent ")]
+    assert parent == "0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331"
+    assert hold.split("-")[1] == "0af7651916cd43dd8448eb211c80319c"
+
+
+STARTED_BY = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"  # W3C's example
