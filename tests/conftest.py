@@ -19,8 +19,7 @@ from typing import Any
 import pytest
 from nemesis.fence_servers import PostgresServer, RedisServer
 
-from helpers import CALL_FAILED, show_member_logs_if_failed
-from zklocks._frontend import server_check
+from helpers import CALL_FAILED, show_member_logs_if_failed, versions_read
 from zklocks.server import ZooKeeperEnsemble, ZooKeeperServer
 
 RUN_TAG = f"pytest-{os.getpid()}"
@@ -57,13 +56,6 @@ def tagged_pids() -> Callable[[str], list[int]]:
 def child_tag() -> str:
     """A tag for the servers of one child process, so a test can count just those."""
     return f"{RUN_TAG}-child{next(_child_tags)}"
-
-
-def versions_read(hosts: str) -> None:
-    """The members' versions read as the first client would, here at the fixture's start:
-    the library's once-per-ensemble warning of the test servers' release (3.8.0 has known
-    transaction-loss bugs) is then logged here, not in the middle of a test's output."""
-    server_check.check(hosts, None, strict=False)
 
 
 @pytest.fixture(scope="session")

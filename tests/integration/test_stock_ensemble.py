@@ -25,6 +25,7 @@ import pytest
 from test_cli_run import finish, zklocks
 
 import zklocks as zk
+from helpers import versions_read
 from zklocks._transport import connection as _connection
 from zklocks._transport import session_bounds
 from zklocks._transport.connection import Connection
@@ -42,6 +43,7 @@ def stock(request: pytest.FixtureRequest) -> Iterator[ZooKeeperEnsemble]:
     with ZooKeeperEnsemble(
         3, tick_time=tick_ms, sync_limit=sync_limit, force_sync=False, four_letter_words="srvr"
     ) as ensemble:
+        versions_read(ensemble.hosts)  # the servers' 3.8.0 is warned of here, once
         yield ensemble
 
 
@@ -50,6 +52,7 @@ def stock2000() -> Iterator[ZooKeeperEnsemble]:
     with ZooKeeperEnsemble(
         3, tick_time=2000, sync_limit=5, force_sync=False, four_letter_words="srvr"
     ) as ensemble:
+        versions_read(ensemble.hosts)
         yield ensemble
 
 
