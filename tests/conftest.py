@@ -19,7 +19,8 @@ from typing import Any
 import pytest
 from nemesis.fence_servers import PostgresServer, RedisServer
 
-from helpers import CALL_FAILED, show_member_logs_if_failed, versions_read
+from helpers import CALL_FAILED, HostsInOrder, show_member_logs_if_failed, versions_read
+from zklocks._transport import connection as _connection
 from zklocks.server import ZooKeeperEnsemble, ZooKeeperServer
 
 RUN_TAG = f"pytest-{os.getpid()}"
@@ -56,6 +57,12 @@ def tagged_pids() -> Callable[[str], list[int]]:
 def child_tag() -> str:
     """A tag for the servers of one child process, so a test can count just those."""
     return f"{RUN_TAG}-child{next(_child_tags)}"
+
+
+@pytest.fixture
+def in_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Clients made in this test try their hosts as listed (not shuffled)."""
+    monkeypatch.setattr(_connection, "random", HostsInOrder)
 
 
 @pytest.fixture(scope="session")

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import dataclasses
 import io
+import random
 import re
 import signal
 import socket
@@ -13,7 +14,7 @@ import struct
 import sys
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, MutableSequence, Sequence
 from typing import Any, TypeVar
 
 import pytest
@@ -393,3 +394,21 @@ def stderr_line_matching(stream: Any, pattern: str) -> re.Match[str] | None:
         if found:
             return found
     return None
+
+
+class HostsInOrder:
+    """Stands in for ``random`` in the connection (``monkeypatch.setattr(connection,
+    "random", HostsInOrder)``): hosts are tried as listed, so a test picks the member a
+    client is on."""
+
+    @staticmethod
+    def shuffle(items: MutableSequence[Any]) -> None:
+        pass
+
+    uniform = staticmethod(random.uniform)
+
+
+def connection_of(client: Any) -> Any:
+    """The transport ``Connection`` under a started ``Client`` or ``AsyncClient``."""
+    session = client._session
+    return getattr(session, "_connection", None) or session.connection

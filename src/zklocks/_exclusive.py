@@ -27,23 +27,29 @@ import os
 import socket
 import threading
 from collections.abc import AsyncIterator, Callable, Coroutine
+from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Literal, ParamSpec, Protocol, TypeVar, overload
 
 from zklocks._asyncio.client import AsyncClient
+from zklocks._asyncio.hold import AsyncHold
 from zklocks._asyncio.locks import AsyncLock
 from zklocks._core import validate as _validate
 from zklocks._core.errors import InvalidArgument, LockTimeout
 from zklocks._core.lease import AsyncLease, Lease
+from zklocks._frontend import operations
 from zklocks._sync.client import Client
+from zklocks._sync.hold import Hold
 from zklocks._sync.locks import Lock
 
 P = ParamSpec("P")
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
 OnBusy = Literal["wait", "skip", "raise"]
+OnLoss = Literal["notify", "cancel"]
 Key = Callable[..., object]
 _ON_BUSY = ("wait", "skip", "raise")
+_ON_LOSS = ("notify", "cancel")
 
 
 class Decorator(Protocol):
@@ -72,6 +78,7 @@ def exclusive(
     timeout: float | None = None,
     on_busy: Literal["wait", "raise"] = "wait",
     key: Key | None = None,
+    on_loss: OnLoss = "notify",
 ) -> Decorator: ...
 
 
@@ -83,6 +90,7 @@ def exclusive(
     timeout: float | None = None,
     on_busy: Literal["skip"],
     key: Key | None = None,
+    on_loss: OnLoss = "notify",
 ) -> SkippingDecorator: ...
 
 
@@ -93,6 +101,7 @@ def exclusive(
     timeout: float | None = None,
     on_busy: OnBusy = "wait",
     key: Key | None = None,
+    on_loss: OnLoss = "notify",
 ) -> Any:
     """Run the decorated function (sync or async) in one place at a time.
 
@@ -119,8 +128,11 @@ def exclusive(
     ACL and TLS the ``ZKLOCKS_AUTH*``, ``ZKLOCKS_ACL`` and ``ZKLOCKS_TLS*`` variables
     give, as for the command line; a bad variable raises ``InvalidArgument`` at the
     first call. A lease lost while the function ran (the session expired, say) raises
-    ``zklocks.LockLost`` when it returns. Calls that hold ``path`` already in the same
-    thread (recursion) raise ``AlreadyHeld``.
+    ``zklocks.LockLost`` when it returns (``on_loss="notify"``, the default); with
+    ``on_loss="cancel"`` the function is stopped at the loss instant, as ``lock.hold()``
+    does (an async function's task is cancelled; a sync function gets ``LockLost``
+    raised in its thread between bytecodes), for work that cannot be fenced. Calls that
+    hold ``path`` already in the same thread (recursion) raise ``AlreadyHeld``.
 
     Raises ``InvalidPath`` or ``InvalidArgument`` for bad arguments, at decoration.
     See docs/recipes.md for Celery, gunicorn, FastAPI and multiprocessing.
@@ -128,6 +140,8 @@ def exclusive(
     base = _validate.lock_path(path)
     if on_busy not in _ON_BUSY:
         raise InvalidArgument(f"on_busy must be one of {', '.join(_ON_BUSY)}, not {on_busy!r}")
+    if on_loss not in _ON_LOSS:
+        raise InvalidArgument(f"on_loss must be one of {', '.join(_ON_LOSS)}, not {on_loss!r}")
     # Checked before anything is sent; the call keeps what None meant (no wait, for
     # "skip" and "raise") apart from a number that means "for ever" (inf).
     waits = on_busy == "wait" or timeout is not None
@@ -136,7 +150,7 @@ def exclusive(
         _validate.hosts(hosts)
     if key is not None and not callable(key):
         raise InvalidArgument(f"key must be a callable of the call's arguments, not {key!r}")
-    policy = _Policy(base, waits, limit, on_busy, key)
+    policy = _Policy(base, waits, limit, on_busy, key, on_loss == "cancel")
 
     def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
         if not callable(fn):
@@ -151,7 +165,7 @@ def exclusive(
                 lease = await policy.take_async(lock)
                 if lease is None:
                     return None
-                async with lease:
+                async with policy.held_async(lock, lease):
                     return await fn(*args, **kwargs)
 
             return run_async
@@ -164,7 +178,7 @@ def exclusive(
             lease = policy.take(lock)
             if lease is None:
                 return None
-            with lease:
+            with policy.held(lock, lease):
                 return fn(*args, **kwargs)
 
         return run
@@ -181,6 +195,25 @@ class _Policy:
     timeout: float | None  # when it waits: None is for ever
     on_busy: OnBusy
     key: Key | None
+    cancels: bool  # on_loss="cancel": the call is stopped at the loss instant
+
+    def held(self, lock: Lock, lease: Lease) -> AbstractContextManager[Lease]:
+        """The block the call runs in: it releases ``lease``; with ``cancels``, it also
+        interrupts the call at the loss instant (``lock.hold()``'s block)."""
+        if not self.cancels:
+            return lease
+        return Hold(lock.path, lambda: lease, functools.partial(operations.let_go, lock))
+
+    def held_async(
+        self, lock: AsyncLock, lease: AsyncLease
+    ) -> AbstractAsyncContextManager[AsyncLease]:
+        if not self.cancels:
+            return lease
+
+        async def granted() -> AsyncLease:
+            return lease
+
+        return AsyncHold(lock.path, granted, functools.partial(operations.let_go, lock))
 
     def path_of(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
         if self.key is None:

@@ -9,10 +9,9 @@ lease rule must survive.
 from __future__ import annotations
 
 import contextlib
-import random
 import threading
 import time
-from collections.abc import Iterator, MutableSequence
+from collections.abc import Iterator
 from typing import Any, Literal
 
 import pytest
@@ -32,21 +31,6 @@ from zklocks.server import EnsembleMember, ZooKeeperEnsemble
 TIGHT = (200, 3, 2.0, False)
 SAMPLE = (400, 5, 4.0, False)
 STOCK = (400, 5, None, True)
-
-
-class _InOrder:
-    """Stands in for ``random`` in the connection: hosts are tried as listed."""
-
-    @staticmethod
-    def shuffle(items: MutableSequence[Any]) -> None:
-        pass
-
-    uniform = staticmethod(random.uniform)
-
-
-@pytest.fixture
-def in_order(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_connection, "random", _InOrder)
 
 
 def _connection_of(client: zklocks.Client) -> Connection:

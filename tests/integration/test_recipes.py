@@ -140,6 +140,16 @@ def build_nightly_report() -> str:
     return run_work("events")
 
 
+def send_due_invoices() -> int:
+    _redis.rpush("invoices", "entered")
+    sent = 0
+    while not _redis.lpop("invoices-done"):  # one invoice a step, until told to stop
+        sent += 1
+        time.sleep(0.01)
+    _redis.rpush("invoices", "ran to the end")
+    return sent
+
+
 def sync_customer_account(customer_id: int) -> str:
     _redis.rpush("entered", current_task.request.id)
     _redis.blpop(["release"], timeout=60)  # held until the test says so
@@ -244,6 +254,24 @@ def test_celery_prefork_runs_twenty_same_key_tasks_one_at_a_time(celery_rig: Cel
     for result in unguarded:
         result.get(timeout=60)
     assert overlaps(events(rig, "unguarded")) > 0  # the same work, unlocked, overlaps
+
+
+def test_celery_on_loss_cancel_stops_the_task_when_its_lock_is_broken(
+    celery_rig: CeleryRig, kazoo: Any
+) -> None:
+    """``zklocks break`` (here: the holder's node deleted) while ``send_invoices`` runs:
+    the task stops at once and fails with LockLost; it never runs to its end."""
+    rig = celery_rig
+    result = rig.app.send_task("tasks.send_invoices")
+    entered = rig.redis.blpop(["invoices"], timeout=60)
+    assert entered is not None and entered[1] == b"entered", rig.log.read_text()
+    for child in kazoo.get_children("/jobs/send-invoices"):
+        kazoo.delete(f"/jobs/send-invoices/{child}")
+    with pytest.raises(Exception) as failed:
+        result.get(timeout=30)
+    assert type(failed.value).__name__ == "LockLost", failed.value
+    rig.redis.rpush("invoices-done", 1)  # (had it not stopped, this would end it)
+    assert rig.redis.lrange("invoices", 0, -1) == [], "the task ran on after the loss"
 
 
 def test_celery_skip_mode_skips_instead_of_overlapping(celery_rig: CeleryRig) -> None:

@@ -14,22 +14,31 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
+import signal
+import ssl
 import threading
 import time
-from collections.abc import Iterator, MutableSequence
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from test_cli_run import finish, zklocks
+from test_cli_security import lines_until
+from test_cli_security import zklocks as run_cli
 
 import zklocks as zk
-from helpers import versions_read
-from zklocks._transport import connection as _connection
+from helpers import connection_of, versions_read
+from zklocks import _exclusive
+from zklocks._server.loopback import four_letter
 from zklocks._transport import session_bounds
-from zklocks._transport.connection import Connection
-from zklocks.server import EnsembleMember, ZooKeeperEnsemble
+from zklocks.server import (
+    EnsembleMember,
+    ServerTLS,
+    ZooKeeperEnsemble,
+    ZooKeeperServer,
+    make_tls_files,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -56,29 +65,6 @@ def stock2000() -> Iterator[ZooKeeperEnsemble]:
         yield ensemble
 
 
-class _InOrder:
-    """Stands in for ``random`` in the connection: hosts are tried as listed."""
-
-    @staticmethod
-    def shuffle(items: MutableSequence[Any]) -> None:
-        pass
-
-    uniform = staticmethod(random.uniform)
-
-
-@pytest.fixture
-def in_order(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_connection, "random", _InOrder)
-
-
-def _connection_of(client: zk.Client | zk.AsyncClient) -> Connection:
-    session: Any = client._session
-    conn: Connection = (
-        session.connection if isinstance(client, zk.AsyncClient) else session._connection
-    )
-    return conn
-
-
 def _library_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [
         r.getMessage()
@@ -96,7 +82,7 @@ def test_the_servers_refuse_conf_and_a_default_client_learns_a_bound(
     caplog.set_level(logging.INFO, logger="zklocks")
     session_bounds.forget_all()
     with zk.Client(stock.hosts) as client:
-        conn = _connection_of(client)
+        conn = connection_of(client)
         timing, bounds = conn.timing, conn.session_bounds
         assert timing is not None and bounds is not None
         assert timing.source.startswith("session bounds of "), timing
@@ -208,7 +194,7 @@ def test_a_paused_follower_costs_neither_the_lease_nor_the_session(
     leader = stock2000.leader()
     follower = next(m for m in stock2000.members if m is not leader)
     with zk.Client(_followers_first(stock2000, follower)) as client:
-        conn = _connection_of(client)
+        conn = connection_of(client)
         assert conn.last_host == follower.hosts
         session = conn.session_id
         lease = client.lock("/stock/pause-sync").acquire(timeout=30)
@@ -232,7 +218,7 @@ def test_a_paused_follower_costs_nothing_with_asyncio(
 
     async def scenario() -> None:
         async with zk.AsyncClient(_followers_first(stock2000, follower)) as client:
-            conn = _connection_of(client)
+            conn = connection_of(client)
             assert conn.last_host == follower.hosts
             session = conn.session_id
             lease = await client.lock("/stock/pause-async").acquire(timeout=30)
@@ -257,7 +243,7 @@ def test_a_paused_leader_loses_the_lease_with_a_truthful_reason(
     a whole session timeout" when the leader answered seconds before."""
     leader = stock2000.leader()
     with zk.Client(_followers_first(stock2000, leader)) as client:
-        assert _connection_of(client).last_host == leader.hosts
+        assert connection_of(client).last_host == leader.hosts
         session = client.session_timeout
         lease = client.lock("/stock/pause-leader").acquire(timeout=30)
         paused = time.monotonic()
@@ -273,3 +259,96 @@ def test_a_paused_leader_loses_the_lease_with_a_truthful_reason(
         assert "no answer from ZooKeeper for a whole session timeout" not in reason, reason
         assert "proven alive at the ZooKeeper leader" in reason, reason
     stock2000.wait_for_leader(60)  # whole again for the module's next test
+
+
+def test_zklocks_server_stock_starts_members_as_zookeeper_ships() -> None:
+    """``zklocks server --ensemble 3 --stock``: `conf` refused, and `zklocks run` on its
+    defaults keeps the lock past a session timeout there (tickTime 2 s: a 10 s session)."""
+    server = run_cli("server", "--port", "0", "--ensemble", "3", "--stock")
+    try:
+        lines = lines_until(server, "Press Ctrl-C", 180)
+        assert any("as shipped: only `srvr` answers" in line for line in lines), lines
+        exports = dict(
+            line.split("export ", 1)[1].split("=", 1) for line in lines if "export " in line
+        )
+        hosts = exports["ZKLOCKS_HOSTS"]
+        port = hosts.split(",")[0].rsplit(":", 1)[1]
+        assert "not in the whitelist" in four_letter(int(port), "conf", 2.0)
+        status, _out, err = finish(zklocks(hosts, "run", "/stock/cli", "--", "sleep", "11"), 60)
+        assert status == 0, err
+    finally:
+        server.send_signal(signal.SIGINT)
+        code, _, err = finish(server, timeout=90)
+    assert code == 0, err
+
+
+# ------------------------------------------- the probe through TLS, SASL and a chroot
+
+
+def _bounds_of(port: int, ssl_context: Any = None) -> session_bounds.SessionBounds | str:
+    async def ask() -> session_bounds.SessionBounds | str:
+        return await session_bounds.learn_bounds(
+            ("127.0.0.1", port), ssl_context, 10.0, 10_000, 10_000
+        )
+
+    return asyncio.run(ask())
+
+
+def test_the_probe_works_through_tls_and_on_a_server_that_requires_sasl(tmp_path: Path) -> None:
+    """Two throwaway handshakes need neither a login nor anything but the client's TLS."""
+    files = make_tls_files(tmp_path)
+    tls = ServerTLS(files.server_keystore, files.ca, probe_chain=files.client_chain)
+    with ZooKeeperServer(tick_time=300, tls=tls, four_letter_words="srvr") as server:
+        context = ssl.create_default_context(cafile=str(files.ca))
+        bounds = _bounds_of(server.port, context)
+        assert isinstance(bounds, session_bounds.SessionBounds), bounds
+        assert (bounds.shortest_ms, bounds.longest_ms) == (600, 6000)
+    with ZooKeeperServer(
+        tick_time=300, sasl_users={"alice": "a-s3cret"}, enforce_auth=True, four_letter_words="srvr"
+    ) as server:
+        bounds = _bounds_of(server.port)
+        assert isinstance(bounds, session_bounds.SessionBounds), bounds
+        assert (bounds.shortest_ms, bounds.longest_ms) == (600, 6000)
+
+
+def test_a_chrooted_client_on_many_hosts_learns_the_bound(stock: ZooKeeperEnsemble) -> None:
+    session_bounds.forget_all()
+    with zk.Client(stock.hosts) as client:
+        txn = client.transaction()
+        txn.create("/stock-chroot")
+        txn.commit()
+    with zk.Client(stock.hosts + "/stock-chroot") as client:
+        timing = connection_of(client).timing
+        assert timing is not None and timing.source.startswith("session bounds of "), timing
+        with client.lock("/in-chroot") as lease:
+            assert not lease.lost
+
+
+def test_exclusive_refuses_before_the_function_runs_where_no_lease_can_be_kept(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Servers that cap sessions at 6 s on tickTime 2 s: the default client is granted 6 s,
+    too short for the rule (8.5 s), so ``exclusive`` raises ``LeaseUnkeepable`` and never
+    runs the function, sync and asyncio."""
+    with ZooKeeperEnsemble(
+        3, tick_time=2000, max_session_timeout=6000, force_sync=False, four_letter_words="srvr"
+    ) as capped:
+        monkeypatch.setenv("ZKLOCKS_HOSTS", capped.hosts)
+        ran: list[str] = []
+
+        @zk.exclusive("/stock/exclusive")
+        def job() -> None:
+            ran.append("sync")
+
+        @zk.exclusive("/stock/exclusive-async")
+        async def async_job() -> None:
+            ran.append("async")
+
+        try:
+            with pytest.raises(zk.LeaseUnkeepable, match="session_timeout of at least"):
+                job()
+            with pytest.raises(zk.LeaseUnkeepable, match="session_timeout of at least"):
+                asyncio.run(async_job())
+        finally:
+            _exclusive._clients.stop_all()  # none outlives the test (or its ensemble)
+        assert ran == []

@@ -7,11 +7,13 @@ classes answer for the calling thread.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Callable
 from typing import Literal, overload
 
 from zklocks._asyncio import driver
 from zklocks._asyncio.carrier import AsyncCarrier
+from zklocks._asyncio.hold import AsyncHold
 from zklocks._core import validate as _validate
 from zklocks._core.contenders import Contender
 from zklocks._core.errors import LockError
@@ -117,6 +119,21 @@ class AsyncLock(LockCore[AsyncLease]):
         operation = operations.wait_for_change(self, _validate.timeout(timeout))
         changed: bool = await driver.run(operation)
         return changed
+
+    def hold(self, timeout: float | None = None) -> AsyncHold:
+        """``async with lock.hold(timeout) as lease:``, for work that cannot be fenced: as
+        ``async with lock``, and the task that entered the block is cancelled at the
+        instant the lease is lost; the block then raises ``LockLost`` (chained from the
+        cancellation). A cancellation from elsewhere still propagates as
+        ``CancelledError``. The body's ``finally`` and ``except`` run, as for any
+        cancellation. A release by the holder, or an exception leaving the block,
+        cancels nothing. Elections' terms too (``client.election(path).hold()``).
+        """
+        return AsyncHold(
+            self.path,
+            functools.partial(self.acquire, timeout),
+            functools.partial(operations.let_go, self),
+        )
 
     async def __aenter__(self) -> AsyncLease:
         return await self.acquire()

@@ -31,6 +31,7 @@ Examples:
   zklocks server --port 2182 --data-dir ./zk-data
   zklocks server --tick-time 200          # allows sessions from 0.4 s (lock-loss tests)
   zklocks server --ensemble 3             # a three-member quorum on 2181-2183
+  zklocks server --ensemble 3 --stock     # as ZooKeeper ships: `srvr` alone answers
   zklocks server --tls                    # TLS only, with a throwaway CA it prints
   zklocks server --tls --tls-client-auth need   # mutual TLS: clients need a certificate
   zklocks server --ensemble 3 --tls       # TLS on client ports and between members
@@ -143,6 +144,12 @@ def _check_sasl_users(
     is_flag=True,
     help="Refuse every session that has not logged in with SASL (needs --sasl-user).",
 )
+@click.option(
+    "--stock",
+    is_flag=True,
+    help="Configure it as ZooKeeper ships: `srvr` the one four-letter word (`conf` "
+    "refused), no AdminServer. Clients then learn tickTime from the session bounds.",
+)
 def server(
     port: int,
     data_dir: Path | None,
@@ -152,6 +159,7 @@ def server(
     tls_client_auth: str,
     sasl_users: dict[str, str],
     enforce_auth: bool,
+    stock: bool,
 ) -> None:
     """Run a local ZooKeeper in the foreground until Ctrl-C, and say how to use it."""
     files: TLSFiles | None = None
@@ -160,12 +168,13 @@ def server(
     if sasl_users and size is not None:
         raise click.UsageError("--sasl-user serves a standalone server; leave out --ensemble")
     login = _Logins(sasl_users, enforce_auth)
+    words = "srvr" if stock else "*"
     with contextlib.ExitStack() as cleanup:
         if tls:
             files = _tls_files(data_dir, cleanup)
         elif tls_client_auth != "none":
             raise click.UsageError("--tls-client-auth needs --tls")
-        _serve(port, data_dir, tick_time, size, files, tls_client_auth, login)
+        _serve(port, data_dir, tick_time, size, files, tls_client_auth, login, words)
 
 
 def _tls_files(data_dir: Path | None, cleanup: contextlib.ExitStack) -> TLSFiles:
@@ -188,6 +197,7 @@ def _serve(
     files: TLSFiles | None,
     client_auth: str,
     login: _Logins,
+    four_letter_words: str = "*",
 ) -> None:
     zookeeper: ZooKeeperServer | ZooKeeperEnsemble
     tls = None
@@ -203,11 +213,17 @@ def _serve(
             tls=tls,
             sasl_users=login.users,
             enforce_auth=login.enforce,
+            four_letter_words=four_letter_words,
         )
     else:
         ports = [port + offset for offset in range(size)] if port else None
         zookeeper = ZooKeeperEnsemble(
-            size, client_ports=ports, data_dir=data_dir, tick_time=tick_time, tls=tls
+            size,
+            client_ports=ports,
+            data_dir=data_dir,
+            tick_time=tick_time,
+            tls=tls,
+            four_letter_words=four_letter_words,
         )
     # SIGTERM (a service manager, `kill`) shuts down as cleanly as Ctrl-C; SIGINT too,
     # even when a shell started us in the background with SIGINT ignored.
@@ -254,6 +270,8 @@ def _announce(
         )
     if login is not None and login.enforce:
         kind += ", SASL login required"
+    if zookeeper.options.four_letter_words != "*":
+        kind += ", as shipped: only `srvr` answers"
     keep = "kept" if data_dir is not None else "removed on exit"
     shortest = 2 * tick_time / 1000
     click.echo(f"ZooKeeper ({kind}, tickTime {tick_time} ms) is serving on {zookeeper.hosts}")

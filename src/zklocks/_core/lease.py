@@ -172,6 +172,23 @@ class LeaseBase:
         """Why the lease was lost, in words, or None."""
         return self._lost_reason if self.lost else None
 
+    def check(self) -> None:
+        """Raise ``LockLost`` if the lease is lost: a cheap checkpoint for long work (no
+        I/O; the clock rule is applied now, as ``lost`` does)."""
+        if self.lost:
+            raise LockLost(f"{self._path}: the lease was lost ({self._lost_reason})")
+
+    def time_left(self) -> float:
+        """Seconds until the lease is lost unless the session is proven alive again (the
+        lease rule's own bound, on the session's clock; ``max_hold`` counts too). 0.0 once
+        lost or released. No I/O: it moves on with every answer ZooKeeper gives."""
+        if self.lost or self._ended:
+            return 0.0
+        left = loss_deadline(self._session).remaining()
+        bound = Deadline(self._hold_deadline, self._session.clock).remaining()
+        known = [t for t in (left, bound) if t is not None]
+        return min(known) if known else 0.0
+
     @property
     def suspended(self) -> bool:
         """Cut off from ZooKeeper, but not for long enough that the lease may be lost.

@@ -191,6 +191,29 @@ def release_lease(lock: LockCore[L], lease: L, if_held: bool) -> Operation[None]
         yield from give_up(lock, last)
 
 
+def let_go(lock: LockCore[L], lease: L) -> None:
+    """Release ``lease`` without waiting (``hold()``'s exit after a loss): the hold ends
+    now, and its node is deleted apart from the caller, for a lost lease's delete may
+    wait for a connection as long as the session lives."""
+    last = lock._holdings.leave_lease(lease, if_held=True)
+    if last is None:
+        return
+    deletion = end(last)
+    try:
+        session = lock._client._session_or_none()
+    except ClientClosed:
+        return  # nothing is sent once the client stopped: the server ends our nodes
+    if session is not None:
+        lock._front.spawn(session, _deleted(lock.path, deletion))
+
+
+def _deleted(path: str, deletion: Generator[Op, Any, bool]) -> Operation[None]:
+    try:
+        yield from deletion
+    except LockError as error:
+        log.info("%s: our node was not deleted after the loss: %s", path, error)
+
+
 def give_up(lock: LockCore[L], lease: L) -> Operation[None]:
     """End ``lease`` and delete its node (nothing is sent once the client stopped)."""
     deletion = end(lease)

@@ -40,14 +40,20 @@ class Client(LockMaker[Lock, ReadWriteLock, StartableSession]):
     ``session_timeout`` (seconds) is how long the server keeps our session, and so our
     locks, after it last heard from us; it is also how soon a crashed holder's lock is
     released. The server clamps it to its own bounds: ``client.session_timeout`` says
-    what was granted once connected. Use as a context manager, or call ``start()`` and
-    ``stop()``; a client garbage-collected without ``stop()`` warns (``ResourceWarning``).
-    ``tick_time`` (seconds) is the servers' tickTime, which the lease rule on an
-    ensemble needs; ``None`` (the default) asks the server (the ``conf`` four-letter word,
-    or the AdminServer) and, where neither answers, assumes the worst and says so at
-    WARNING. ``clock_drift`` (default 0.01, i.e. 1 %) is the clock-rate error every lease
-    computation allows for. See docs/locks.md, "What lost means". ``ensemble_lag`` is
-    no longer used (DeprecationWarning).
+    what was granted once connected. On an ensemble a lease is proven through the leader,
+    which takes a few of the servers' ticks: the session must be at least about 4.2
+    ticks (8.5 s with ZooKeeper's default 2 s tick; the default 10 s is enough up to a
+    2.3 s tick), or every ``acquire`` raises ``LeaseUnkeepable`` (docs/getting-started.md,
+    "Choosing a session timeout", has a table). Use as a context manager, or call
+    ``start()`` and ``stop()``; a client garbage-collected without ``stop()`` warns
+    (``ResourceWarning``). ``tick_time`` (seconds) is the servers' tickTime, which the
+    lease rule on an ensemble needs; ``None`` (the default) asks the server (the ``conf``
+    four-letter word, or the AdminServer) and learns a bound from the servers' session
+    bounds (two throwaway handshakes, once per ensemble per process); a ``tick_time``
+    below what those bounds prove is refused at ``start()``. ``clock_drift`` (default
+    0.01, i.e. 1 %) is the clock-rate error every lease computation allows for. See
+    docs/locks.md, "What lost means". ``ensemble_lag`` is no longer used
+    (DeprecationWarning).
     ``session_factory`` replaces the transport (``zklocks.sim`` runs clients on its
     in-memory model this way); leave it out to talk to ZooKeeper.
 

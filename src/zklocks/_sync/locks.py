@@ -18,6 +18,7 @@ from zklocks._frontend import operations
 from zklocks._frontend.holdings import Host, LockConfig, LockCore, PairCore
 from zklocks._frontend.operations import Operation
 from zklocks._sync import driver
+from zklocks._sync.hold import Hold
 from zklocks._sync.session import SyncSession
 
 
@@ -125,6 +126,24 @@ class Lock(LockCore[Lease]):
         operation = operations.wait_for_change(self, _validate.timeout(timeout))
         changed: bool = driver.run(operation)
         return changed
+
+    def hold(self, timeout: float | None = None) -> Hold:
+        """``with lock.hold(timeout) as lease:``, for work that cannot be fenced: as
+        ``with lock``, and the body is interrupted at the instant the lease is lost.
+
+        ``LockLost`` is raised in the thread that entered the block, between two
+        bytecodes (a blocking C call, such as ``time.sleep`` or a socket read, sees it
+        only when it returns), and leaves the block as ``LockLost`` saying why. It never
+        reaches the thread after the block has exited. The body's own ``finally`` and
+        ``except`` are interrupted like any other code: keep cleanup that must run
+        outside the block. A release by the holder, or an exception leaving the block,
+        interrupts nothing. Elections' terms too (``client.election(path).hold()``).
+        """
+        return Hold(
+            self.path,
+            functools.partial(self.acquire, timeout),
+            functools.partial(operations.let_go, self),
+        )
 
     def __enter__(self) -> Lease:
         return self.acquire()

@@ -78,28 +78,41 @@ def _choose(
     return given
 
 
-def _problem(rule: _lease_rule.SyncChain, host: str | None) -> str | None:
+def _problem(
+    rule: _lease_rule.SyncChain,
+    host: str | None,
+    bounds: SessionBounds | None = None,
+    why_not: str = "",
+) -> str | None:
     """Why no lease can be kept on this ensemble with this session, with the fix; None
-    when one can."""
+    when one can. ``why_not``: why the session bounds could not be learnt."""
     timing = rule.timing
     session = rule.session_timeout
     if timing.assumed:
+        failed = f": {why_not}" if why_not else ""
         return (
             f"cannot keep a lease on the ensemble of {host} with a {session:g} s session: "
             "could not learn the servers' tickTime (the `conf` four-letter word is not "
             "allowed, no AdminServer answered on port 8080, and the session-bounds "
-            "handshakes failed), and the worst ZooKeeper allows "
+            f"handshakes failed{failed}), and the worst ZooKeeper allows "
             f"({session / 2:g} s) leaves no lease time: pass tick_time=<the servers' "
             "tickTime in seconds> (CLI: --tick-time or ZKLOCKS_TICK_TIME)"
         )
     if rule.sustainable():
         return None
+    loose = ""
+    if bounds is not None and not bounds.agree and timing.source == bounds.describe():
+        loose = (
+            ", or, if the servers' maxSessionTimeout or minSessionTimeout was raised "
+            "(the bounds are not ZooKeeper's 2 and 20 ticks), pass their real tickTime: "
+            "tick_time= (CLI: --tick-time)"
+        )
     return (
         f"cannot keep a lease on the ensemble of {host} with a {session:g} s session: "
         f"with tickTime {timing.tick:g} s (from the {timing.source}) a lease proven "
         "through the leader is about 3 sync intervals plus a tick old, more than the "
         f"session allows: use a session_timeout of at least {rule.shortest_session():.3g} s "
-        "(CLI: --session-timeout)"
+        f"(CLI: --session-timeout){loose}"
     )
 
 
@@ -168,25 +181,33 @@ class LeaseProofs:
         option = self._option
         budget = min(_LEARN_TIMING_TIMEOUT, max(ask.deadline - time.monotonic(), 0.05))
         bounds = known_bounds(ask.hosts)
+        why_not = ""  # why the bounds are not known, if they are not
         conf_task = None
         if option is None and ask.address is not None:
             conf_task = asyncio.ensure_future(
                 learn_timing(ask.address[0], ask.address[1], ask.ssl, budget)
             )
-        if bounds is None and ask.address is not None:
-            bounds = await learn_bounds(
-                ask.address, ask.ssl, budget, ask.requested_ms, ask.granted_ms
-            )
-            if bounds is not None:
-                remember_bounds(ask.hosts, bounds)
-        conf = await conf_task if conf_task is not None else None
+        try:
+            if bounds is None and ask.address is not None:
+                learnt = await learn_bounds(
+                    ask.address, ask.ssl, budget, ask.requested_ms, ask.granted_ms
+                )
+                if isinstance(learnt, SessionBounds):
+                    bounds = learnt
+                    remember_bounds(ask.hosts, bounds)
+                else:
+                    why_not = learnt
+            conf = await conf_task if conf_task is not None else None
+        finally:
+            if conf_task is not None and not conf_task.done():
+                conf_task.cancel()  # start() was cancelled meanwhile
         self.bounds = bounds
         timing = _choose(option or conf, bounds) or _lease_rule.assumed_timing(rule.session_timeout)
         self._timing = timing
         if not isinstance(rule, _lease_rule.SyncChain):
             return False  # a planted rule (the nemesis' checker must catch it)
         rule.timing = timing
-        self.problem = _problem(rule, ask.host)
+        self.problem = _problem(rule, ask.host, bounds, why_not)
         if self.problem is not None:
             log.warning("%s", self.problem)
         else:

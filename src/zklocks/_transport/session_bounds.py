@@ -132,9 +132,9 @@ async def learn_bounds(
     timeout: float,
     requested_ms: int,
     granted_ms: int,
-) -> SessionBounds | None:
-    """The session bounds of the server at ``address``, or None (said at DEBUG) when a
-    probe failed or did not answer within ``timeout``.
+) -> SessionBounds | str:
+    """The session bounds of the server at ``address``, or why they could not be learnt
+    (a probe failed, or did not answer within ``timeout``).
 
     ``requested_ms``/``granted_ms`` are the user's own handshake: clamped down, the grant
     is the longest bound; clamped up, the shortest; either saves one probe.
@@ -151,15 +151,16 @@ async def learn_bounds(
         answers = await asyncio.wait_for(
             asyncio.gather(*(_granted(host, port, ssl, ask) for ask in asks)), timeout
         )
-    except (OSError, EOFError, asyncio.TimeoutError, ConnectionError, ValueError) as exc:
+    except asyncio.TimeoutError:
+        return f"{host}:{port} did not answer the session-bounds handshakes within {timeout:g} s"
+    except Exception as exc:  # refused, reset, TLS, a malformed answer (MarshallingError)
         log.debug("asking %s:%s for its session bounds: %r", host, port, exc)
-        return None
-    except Exception as exc:  # a malformed answer (MarshallingError, ...)
-        log.debug("asking %s:%s for its session bounds: %r", host, port, exc)
-        return None
+        return (
+            f"the session-bounds handshakes with {host}:{port} failed ({exc or type(exc).__name__})"
+        )
     found = dict(zip(asks, answers, strict=True))
     shortest = shortest if shortest is not None else found[SHORTEST_ASK_MS]
     longest = longest if longest is not None else found[LONGEST_ASK_MS]
     if not 0 < shortest <= longest:
-        return None
+        return f"{host}:{port} granted sessions of {shortest} ms and {longest} ms: no bounds"
     return SessionBounds(shortest, longest, f"{host}:{port}")
