@@ -109,3 +109,32 @@ def test_strict_server_on_the_command_line(zk_server: ZooKeeperServer, fresh: No
 def test_strict_server_must_be_a_bool() -> None:
     with pytest.raises(zklocks.InvalidArgument, match="strict_server"):
         zklocks.Client("127.0.0.1:1", strict_server="yes")  # type: ignore[arg-type]
+
+
+def test_what_doctor_reads_on_both_clients(zk_server: ZooKeeperServer) -> None:
+    """sync, four_letter (read-only words only), lease_report and Contender.owner."""
+    path = "/versions/doctor-reads"
+    with zklocks.Client(zk_server.hosts) as client:
+        client.sync(path)
+        client.sync("/")  # the root too: a sync is no lock
+        assert "Zookeeper version:" in client.four_letter(zk_server.hosts, "srvr")
+        with pytest.raises(zklocks.InvalidArgument, match="read-only"):
+            client.four_letter(zk_server.hosts, "srst")  # resets the server's counters
+        report = client.lease_report()
+        assert (report.tick, report.source, report.problem) == (None, None, None)  # standalone
+        assert report.session_timeout == client.session_timeout
+        lease = client.lock(path).acquire(timeout=5)
+        (holder,) = client.lock(path).contenders()
+        assert holder.owner != 0 and holder.ephemeral and holder.token == lease.token
+        lease.release()
+
+    async def main() -> None:
+        async with zklocks.AsyncClient(zk_server.hosts) as aclient:
+            await aclient.sync(path)
+            answer = await aclient.four_letter(zk_server.hosts, "srvr")
+            assert "Mode: standalone" in answer
+            assert aclient.lease_report().problem is None
+            (member,) = await aclient.server_versions()
+            assert member.error is None and member.mode == "standalone"
+
+    asyncio.run(main())

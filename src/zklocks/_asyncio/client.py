@@ -108,6 +108,10 @@ class AsyncClient(LockMaker[AsyncLock, AsyncReadWriteLock, StartableCarrier]):
         """As ``Client.sync``."""
         await driver.run(_contenders.sync(_validate.node_path(path)), self._session_or_raise())
 
+    async def four_letter(self, member: str, word: str) -> str:
+        """As ``Client.four_letter`` (asked on a worker thread: it blocks)."""
+        return await asyncio.to_thread(_server_check.ask_member, member, word, self._ssl)
+
     async def server_versions(self) -> list[MemberVersion]:
         """As ``Client.server_versions`` (read on a worker thread: it blocks)."""
         return await asyncio.to_thread(_server_check.read_members, self.options.hosts, self._ssl)
