@@ -8,6 +8,7 @@ import asyncio
 import logging
 import ssl
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -138,3 +139,19 @@ def test_what_doctor_reads_on_both_clients(zk_server: ZooKeeperServer) -> None:
             assert member.error is None and member.mode == "standalone"
 
     asyncio.run(main())
+
+
+def test_the_version_is_read_over_tls(tmp_path: Path, fresh: None) -> None:
+    """A TLS-only server: srvr is asked over TLS, as the client connects (and a client
+    without TLS cannot ask it, and says so in the member's error)."""
+    from tls_support import TLSSetup
+
+    tls = TLSSetup.make(tmp_path / "tls")
+    with tls.server("none") as server:
+        (member,) = zklocks.Client(server.hosts, ssl=tls.context()).server_versions()
+        assert member.error is None and member.mode == "standalone", member
+        assert zklocks._core.known_issues.parse_version(member.version) is not None
+        with zklocks.Client(server.hosts, ssl=tls.context()) as client:
+            assert "Mode: standalone" in client.four_letter(server.hosts, "srvr")
+        (plain,) = zklocks.Client(server.hosts).server_versions()
+        assert plain.error is not None and plain.version == ""
