@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import Protocol
 
-from zklocks import Client, Contender
+from zklocks import Client, ConnectionFailed, Contender
 from zklocks._cli.sanitise import clean
 
 __all__ = ["Contender", "Line", "Make"]
@@ -80,7 +80,10 @@ def members(client: Client, hosts: str, make: Make) -> tuple[list[Line], list[st
 def _configured(client: Client, reachable: list[str], listed: set[str]) -> tuple[list[str], Line]:
     """Members named by the servers' own configuration (``conf``) but not in ours."""
     for member in reachable:
-        answer = client.four_letter(member, "conf")
+        try:
+            answer = client.four_letter(member, "conf")
+        except ConnectionFailed:  # gone since it answered srvr: ask the next one
+            continue
         if _NOT_ALLOWED in answer:
             return [], Line("membership", UNCHECKED, f"{member} does not allow `conf`: the "
                             "servers' own member list was not compared with --hosts")  # fmt: skip
@@ -136,7 +139,10 @@ def live_sessions(client: Client, leader: str | None) -> tuple[set[int] | None, 
     """The sessions the leader knows (``dump``), or None and why they cannot be listed."""
     if leader is None:
         return None, "no leader answered"
-    answer = client.four_letter(leader, "dump")
+    try:
+        answer = client.four_letter(leader, "dump")
+    except ConnectionFailed as error:
+        return None, f"cannot ask {leader} for `dump`: {error}"
     if _NOT_ALLOWED in answer:
         return None, f"{leader} does not allow `dump` (4lw.commands.whitelist)"
     sessions = set()
@@ -160,10 +166,13 @@ def views(per_member: dict[str, list[Contender]], path: str) -> Iterator[Line]:
 
 
 def ghosts(path: str, line: list[Contender], sessions: set[int] | None, why: str) -> Iterator[Line]:
-    """Holders no live session owns: a finding with the ``zklocks break`` that clears it."""
+    """Contenders no live session owns: a finding, with the ``zklocks break`` that clears a
+    holder (a waiter is broken the same way once its turn makes it the holder)."""
     topic = f"lock {clean(path)}"
     for contender in line:
         fix = f"zklocks break {path} --token {contender.token} --yes"
+        if not contender.holder:
+            fix = f"once it holds: {fix}"
         node = clean(contender.node)
         if not contender.ephemeral:
             yield Line(topic, FINDING, f"{node} is owned by no session (a persistent node): "
