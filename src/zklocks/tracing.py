@@ -24,6 +24,7 @@ No attribute carries a secret: paths, kinds, tokens and node names only.
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
 import os
 import time
@@ -36,8 +37,6 @@ if TYPE_CHECKING:
     from opentelemetry.trace import Span, Tracer
 
 __all__ = ["install", "join_environment", "uninstall"]
-
-VERSION = "0.1.0"  # the instrumentation's version (the package's)
 
 # attribute names (no semantic convention covers locks: ours are under "zklocks.")
 PATH = "zklocks.lock.path"
@@ -54,6 +53,15 @@ ERROR_TYPE = "error.type"  # semantic conventions: the error's class, on a faile
 
 
 _UNKNOWN = object()
+
+
+def _version() -> str:
+    """The instrumentation's version: the installed package's (read once, at the tracer's
+    making; the package itself sits above this module)."""
+    try:
+        return importlib.metadata.version("zklocks")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
 
 
 def install() -> bool:
@@ -133,7 +141,7 @@ class _OtelTracing:
             provider = trace.get_tracer_provider()
         if isinstance(provider, (trace.ProxyTracerProvider, trace.NoOpTracerProvider)):
             return None
-        tracer: Tracer = provider.get_tracer("zklocks", VERSION)
+        tracer: Tracer = provider.get_tracer("zklocks", _version())
         self._tracer = tracer
         return tracer
 

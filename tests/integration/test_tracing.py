@@ -76,6 +76,8 @@ def test_granted_and_released(kind: str, client: Any, spans: InMemorySpanExporte
     assert held["zklocks.lock.token"] == lease.token
     assert held["zklocks.lock.node"] == lease.node
     assert [link.context.span_id for link in hold.links] == [acquire.context.span_id]
+    scope = acquire.instrumentation_scope
+    assert scope is not None and scope.name == "zklocks" and scope.version == zklocks.__version__
 
 
 @pytest.mark.parametrize("kind", sorted(KINDS))
