@@ -85,6 +85,10 @@ def _no_answer() -> tuple[str, str]:
     return NO_ANSWER
 
 
+def _no_bounds() -> tuple[float, float] | None:
+    return None
+
+
 def _no_timing() -> tuple[float, str] | None:
     return None
 
@@ -123,6 +127,8 @@ class SessionFacts:
     # the servers' tickTime the lease rule uses, and where it was learnt (None: none
     # needed, on a standalone server, or not known yet)
     timing: Callable[[], tuple[float, str] | None] = _no_timing
+    # the servers' session bounds (shortest, longest: seconds), where learnt by handshakes
+    session_bounds: Callable[[], tuple[float, float] | None] = _no_bounds
 
 
 def tell_each(

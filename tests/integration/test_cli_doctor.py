@@ -179,6 +179,8 @@ def test_a_stock_ensemble_names_what_it_could_not_check(version: Any) -> None:
         done = doctor(stock.hosts, "/doctor/stock")
         lease.release()
     assert done.exit_code == 0, done.output
+    bounds = [c["text"] for c in checks(done) if c["text"].startswith("the servers grant")]
+    assert "the servers grant sessions of 0.4 s to 4 s" in bounds  # tickTime 200 ms
     unchecked = " | ".join(c["text"] for c in with_status(done, "unchecked"))
     assert "does not allow `conf`" in unchecked
     assert "does not allow `dump`" in unchecked and lease.node in unchecked

@@ -127,6 +127,10 @@ def lease(client: Client, asked: float) -> list[Line]:
         # "session bounds" is one of the sources (handshake probes): shown as given
         source = clean(report.source, limit=None)
         lines = [Line(topic, NOTE, f"tickTime {report.tick:g} s from {source}")]
+    if report.session_bounds is not None:
+        shortest, longest = report.session_bounds
+        text = f"the servers grant sessions of {shortest:g} s to {longest:g} s"
+        lines.append(Line(topic, NOTE, text))
     if report.problem is not None:
         problem = clean(report.problem, limit=None)
         lines.append(Line(topic, FINDING, problem, "--session-timeout longer"))

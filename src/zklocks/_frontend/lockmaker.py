@@ -62,13 +62,16 @@ class LeaseReport:
     learnt by handshakes, or "assumed"); both None on a standalone server, where every
     answer counts and no tickTime is needed. ``problem``: why no lease can be kept on
     this session, with the fix (None: one can); acquire then refuses with
-    ``LeaseUnkeepable``.
+    ``LeaseUnkeepable``. ``session_bounds``: the shortest and longest session timeouts
+    (seconds) the servers grant, where the client learnt them by handshakes (an ensemble
+    whose tickTime no ``conf`` gave), else None.
     """
 
     session_timeout: float
     tick: float | None
     source: str | None
     problem: str | None
+    session_bounds: tuple[float, float] | None = None
 
 
 class SessionFactory(Protocol[SessionT_co]):
@@ -165,6 +168,7 @@ class LockMaker(Generic[LockT, ReadWriteT, SessionT]):
             tick=None if timing is None else timing[0],
             source=None if timing is None else timing[1],
             problem=facts.lease_problem(),
+            session_bounds=facts.session_bounds(),
         )
 
     def _servers_known(self) -> bool:
