@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from nemesis.fence_servers import PostgresServer, RedisServer
 
-from helpers import CALL_FAILED, HostsInOrder, show_member_logs_if_failed
+from helpers import CALL_FAILED, HostsInOrder, show_member_logs_if_failed, versions_read
 from zklocks._transport import connection as _connection
 from zklocks.server import ZooKeeperEnsemble, ZooKeeperServer
 
@@ -73,6 +73,7 @@ def zk_server() -> Iterator[ZooKeeperServer]:
     maxSessionTimeout still grants the usual 10 s sessions instead of 4 s.
     """
     with ZooKeeperServer(tick_time=200, max_session_timeout=60_000) as server:
+        versions_read(server.hosts)
         yield server
 
 
@@ -94,6 +95,7 @@ def kazoo(zk_server: ZooKeeperServer) -> Iterator[Any]:
 def fresh_zk_server() -> Iterator[ZooKeeperServer]:
     """A server of the test's own, configured like ``zk_server``, free to kill or pause."""
     with ZooKeeperServer(tick_time=200, max_session_timeout=60_000) as server:
+        versions_read(server.hosts)
         yield server
 
 
@@ -101,6 +103,7 @@ def fresh_zk_server() -> Iterator[ZooKeeperServer]:
 def zk_ensemble(request: pytest.FixtureRequest) -> Iterator[ZooKeeperEnsemble]:
     """A running three-member quorum of the test's own (members may be taken down)."""
     with ZooKeeperEnsemble(3, tick_time=200, max_session_timeout=60_000) as ensemble:
+        versions_read(ensemble.hosts)
         yield ensemble
         show_member_logs_if_failed(request, ensemble)
 

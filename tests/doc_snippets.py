@@ -49,6 +49,7 @@ from typing import Any
 from sybil import Document, Example, Region, Sybil
 from sybil.evaluators.python import pad
 from sybil.parsers.markdown import ClearNamespaceParser, CodeBlockParser, SkipParser
+from tests.helpers import VERSION_WARNING
 
 DOCUMENTED_HOSTS = "127.0.0.1:2181"
 COMMAND_TIMEOUT = 60.0
@@ -195,7 +196,10 @@ class ConsoleAgainstServer:
             )
             if line.startswith("export "):
                 exports.append(line)
-            actual = [out for out in _as_documented(page, done.stdout).splitlines() if out]
+            # the test servers' release (3.8.0) has known bugs, which every command warns of
+            # once; the pages show a server without them
+            shown = _as_documented(page, done.stdout).splitlines()
+            actual = [out for out in shown if out and VERSION_WARNING not in out]
             expected = [shown for shown in command.expected if shown.strip()]
             if not expected and done.returncode != 0:
                 raise AssertionError(

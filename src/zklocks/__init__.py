@@ -16,6 +16,7 @@ metrics (docs/operations.md).
 
 import logging as _logging
 
+from zklocks import tracing as _tracing
 from zklocks._asyncio.client import AsyncClient
 from zklocks._asyncio.election import AsyncElection, AsyncMultiLock
 from zklocks._asyncio.locks import AsyncLock, AsyncReadWriteLock
@@ -49,6 +50,8 @@ from zklocks._transport.sasl import SASL
 from zklocks._vocabulary import WatchedEvent, WatchKind
 
 __version__ = "0.1.0"
+
+_tracing.install()  # OpenTelemetry spans, when opentelemetry-api is installed
 
 # A library is quiet until asked (the logging HOWTO): without this, Python's last-resort
 # handler would print our warnings to stderr in programs that never configured logging.

@@ -96,6 +96,14 @@ def _no_answer() -> tuple[str, str]:
     return NO_ANSWER
 
 
+def _no_bounds() -> tuple[float, float] | None:
+    return None
+
+
+def _no_timing() -> tuple[float, str] | None:
+    return None
+
+
 def _no_problem() -> str | None:
     return None
 
@@ -127,6 +135,11 @@ class SessionFacts:
     lagging: Callable[[], bool] = _never
     loss_reason: Callable[[], tuple[str, str]] = _no_answer
     lease_problem: Callable[[], str | None] = _no_problem
+    # the servers' tickTime the lease rule uses, and where it was learnt (None: none
+    # needed, on a standalone server, or not known yet)
+    timing: Callable[[], tuple[float, str] | None] = _no_timing
+    # the servers' session bounds (shortest, longest: seconds), where learnt by handshakes
+    session_bounds: Callable[[], tuple[float, float] | None] = _no_bounds
 
 
 def tell_each(

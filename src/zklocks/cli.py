@@ -22,7 +22,7 @@ import importlib
 
 import click
 
-from zklocks import __version__
+from zklocks import __version__, tracing
 from zklocks._cli.common import CONTEXT, VERBOSITY, show_library_logs
 
 COMMANDS = {
@@ -36,6 +36,7 @@ COMMANDS = {
     "serve": "zklocks._cli.serve:serve",
     "revoke": "zklocks._cli.admin:revoke",
     "break": "zklocks._cli.admin:break_",
+    "doctor": "zklocks._cli.doctor:doctor",
 }
 
 EPILOG = """\b
@@ -84,6 +85,7 @@ def main(verbosity: int) -> None:
     """Distributed locks on Apache ZooKeeper, from the command line."""
     click.get_current_context().meta[VERBOSITY] = verbosity
     show_library_logs(verbosity)
+    tracing.join_environment()  # a traced job that started us: our spans join its trace
 
 
 if __name__ == "__main__":

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import ssl
 import subprocess
@@ -29,7 +28,7 @@ import pytest
 import trustme
 from prometheus_client.parser import text_string_to_metric_families
 
-from helpers import ctrl_c_restored
+from helpers import ctrl_c_restored, stderr_line_matching
 from zklocks import Client
 from zklocks._cli.serve import App
 from zklocks._cli.status_view import snapshot
@@ -218,6 +217,9 @@ def test_metrics_are_the_four_gauges_per_lock(served: Served, client: Client) ->
     assert "zklocks_lock_fencing_token" not in values
     _, body = get(served.url + "/metrics")
     assert "zklocks_serve_connected 1.0" in body
+    # the member it reaches, with its version read by srvr (the test server's own)
+    info = [line for line in body.splitlines() if line.startswith("zklocks_server_info{")]
+    assert len(info) == 1 and 'version="3.' in info[0] and info[0].endswith(" 1.0"), info
     assert f'zklocks_lock_kind{{kind="semaphore(2)",path="{path}"}} 1.0' in body
 
 
@@ -352,9 +354,8 @@ def test_https_with_the_real_executable_and_sigterm(
     )  # fmt: skip
     try:
         assert server.stderr is not None
-        line = server.stderr.readline()
-        found = re.search(r"on (https://127\.0\.0\.1:\d+) ", line)
-        assert found, line
+        found = stderr_line_matching(server.stderr, r"on (https://127\.0\.0\.1:\d+) ")
+        assert found
         url = found.group(1)
         trusted = ssl.create_default_context()
         ca.configure_trust(trusted)
@@ -383,7 +384,7 @@ def test_ctrl_c_stops_the_executable_with_status_0(zk_server: ZooKeeperServer) -
         )  # fmt: skip
     try:
         assert server.stderr is not None
-        found = re.search(r"on (http://127\.0\.0\.1:\d+) ", server.stderr.readline())
+        found = stderr_line_matching(server.stderr, r"on (http://127\.0\.0\.1:\d+) ")
         assert found
         assert get(found.group(1) + "/healthz", method="HEAD") == (200, "")
         server.send_signal(signal.SIGINT)

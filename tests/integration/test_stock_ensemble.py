@@ -28,7 +28,7 @@ from test_cli_security import lines_until
 from test_cli_security import zklocks as run_cli
 
 import zklocks as zk
-from helpers import connection_of
+from helpers import connection_of, versions_read
 from zklocks import _exclusive
 from zklocks._server.loopback import four_letter
 from zklocks._transport import session_bounds
@@ -52,6 +52,7 @@ def stock(request: pytest.FixtureRequest) -> Iterator[ZooKeeperEnsemble]:
     with ZooKeeperEnsemble(
         3, tick_time=tick_ms, sync_limit=sync_limit, force_sync=False, four_letter_words="srvr"
     ) as ensemble:
+        versions_read(ensemble.hosts)  # the servers' 3.8.0 is warned of here, once
         yield ensemble
 
 
@@ -60,6 +61,7 @@ def stock2000() -> Iterator[ZooKeeperEnsemble]:
     with ZooKeeperEnsemble(
         3, tick_time=2000, sync_limit=5, force_sync=False, four_letter_words="srvr"
     ) as ensemble:
+        versions_read(ensemble.hosts)
         yield ensemble
 
 

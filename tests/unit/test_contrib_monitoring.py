@@ -64,7 +64,8 @@ def exported() -> set[str]:
     holder = {"kind": "election", "joined": joined, "token": 7, "identifier": "a"}
     state = {"holders": [holder], "waiters": [], "token": 7}
     board = Board({"/e": LockView("/e", "election", state)}, dt.datetime.now(tz=dt.UTC))
-    serve = _series_names(BoardCollector(lambda: board, lambda: True).collect())
+    member = [("127.0.0.1:2181", "3.8.0", "ZOOKEEPER-4785")]
+    serve = _series_names(BoardCollector(lambda: board, lambda: True, lambda: member).collect())
     assert set(GAUGES) <= serve  # the collector makes every family it declares
     return library | serve
 

@@ -93,6 +93,7 @@ def test_lease_internal_hooks_are_private() -> None:
         assert public == {
             "add_lost_callback",
             "add_revoke_callback",
+            "check",
             "ended",
             "lost",
             "lost_reason",
@@ -100,7 +101,9 @@ def test_lease_internal_hooks_are_private() -> None:
             "owner",
             "release",
             "suspended",
+            "time_left",
             "token",
+            "traceparent",  # the hold span's W3C context (zklocks.tracing)
             "wait_lost",
         }, cls
 

@@ -11,6 +11,7 @@ from zklocks._asyncio.carrier import StartableCarrier, native_factory
 from zklocks._asyncio.election import AsyncElection, AsyncMultiLock
 from zklocks._asyncio.locks import AsyncLock, AsyncReadWriteLock
 from zklocks._asyncio.transaction import AsyncTransaction
+from zklocks._core import contenders as _contenders
 from zklocks._core import events as _events
 from zklocks._core import reads as _reads
 from zklocks._core import revoke as _revoke
@@ -21,9 +22,11 @@ from zklocks._core.lease import AsyncLease
 from zklocks._core.nodes import ELECTION_KIND
 from zklocks._core.ops import Stat
 from zklocks._core.reads import UserWatch
+from zklocks._frontend import server_check as _server_check
 from zklocks._frontend.holdings import LockConfig
 from zklocks._frontend.lockmaker import LockMaker, SessionFactory, show_concrete_types
 from zklocks._frontend.options import Security
+from zklocks._frontend.server_check import MemberVersion
 from zklocks._transport import forks
 from zklocks._vocabulary import SessionState
 
@@ -56,6 +59,10 @@ class AsyncClient(LockMaker[AsyncLock, AsyncReadWriteLock, StartableCarrier]):
         """
         if self._refuse_start():
             return self
+        if self._servers_known():
+            self._check_servers()  # remembered: no I/O
+        else:
+            await asyncio.to_thread(self._check_servers)  # a blocking read, once
         session = self._new_session()
         forks.track(self)
         self._starting = session
@@ -100,6 +107,18 @@ class AsyncClient(LockMaker[AsyncLock, AsyncReadWriteLock, StartableCarrier]):
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.stop()
+
+    async def sync(self, path: str = "/") -> None:
+        """As ``Client.sync``."""
+        await driver.run(_contenders.sync(_validate.node_path(path)), self._session_or_raise())
+
+    async def four_letter(self, member: str, word: str) -> str:
+        """As ``Client.four_letter`` (asked on a worker thread: it blocks)."""
+        return await asyncio.to_thread(_server_check.ask_member, member, word, self._ssl)
+
+    async def server_versions(self) -> list[MemberVersion]:
+        """As ``Client.server_versions`` (read on a worker thread: it blocks)."""
+        return await asyncio.to_thread(_server_check.read_members, self.options.hosts, self._ssl)
 
     def _new_lock(self, config: LockConfig) -> AsyncLock:
         return self._join(AsyncLock(self, config))

@@ -25,6 +25,7 @@ from zklocks._core.errors import (
 from zklocks._core.validate import hosts as hosts_string
 from zklocks._core.validate import lock_path
 from zklocks._frontend.options import DEFAULT_HOSTS
+from zklocks._frontend.server_check import UnsafeServer
 from zklocks._sync.client import Client
 
 # Exit statuses (sysexits.h where one fits), documented in docs/cli.md.
@@ -153,9 +154,34 @@ def tick_time_option() -> Callable[[F], F]:
     )
 
 
+_STRICT_SERVER = "zklocks.strict_server"  # where --strict-server waits for connect()
+
+
+def _remember_strict(ctx: click.Context, param: click.Parameter, value: object) -> None:
+    if value:
+        ctx.meta[_STRICT_SERVER] = True
+
+
+def strict_server_option() -> Callable[[F], F]:
+    """``--strict-server`` (or ZKLOCKS_STRICT_SERVER): kept in the context for
+    ``connect()``, as ``--tick-time`` is."""
+    return click.option(
+        "--strict-server",
+        is_flag=True,
+        envvar="ZKLOCKS_STRICT_SERVER",
+        expose_value=False,
+        callback=_remember_strict,
+        help=(
+            "Refuse ZooKeeper servers whose version has a known transaction-loss bug "
+            "(by default: a warning)."
+        ),
+    )
+
+
 def connection_options(f: F) -> F:
-    """``--hosts`` (or ZKLOCKS_HOSTS), ``--connect-timeout`` and ``--tick-time``."""
-    return hosts_option()(connect_timeout_option()(tick_time_option()(f)))
+    """``--hosts`` (or ZKLOCKS_HOSTS), ``--connect-timeout``, ``--tick-time`` and
+    ``--strict-server``."""
+    return hosts_option()(connect_timeout_option()(tick_time_option()(strict_server_option()(f))))
 
 
 def check_path(ctx: click.Context, param: click.Parameter, value: str) -> str:
@@ -182,19 +208,23 @@ def connect(
     """
     options = (security or Security()).client_options()
     context = click.get_current_context(silent=True)
-    tick_time = None if context is None else context.find_root().meta.get(_TICK_TIME)
+    meta = {} if context is None else context.find_root().meta
+    tick_time = meta.get(_TICK_TIME)
     try:
         client = Client(
             hosts,
             session_timeout=session_timeout or 10.0,
             connect_timeout=connect_timeout,
             tick_time=tick_time,
+            strict_server=bool(meta.get(_STRICT_SERVER)),
             **options,
         )
     except InvalidArgument as error:
         fail(str(error), EX_USAGE)
     try:
         client.start()
+    except UnsafeServer as error:
+        fail(f"{error} (--strict-server)", EX_UNAVAILABLE)
     except ConnectionFailed as error:
         cause = error.__cause__
         reasons: Sequence[str] = getattr(cause, "reasons", ())

@@ -17,10 +17,12 @@ the main one inherits a mask that leaves them to it.
 
 from __future__ import annotations
 
+import math
 import queue
 import signal
 import ssl
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
@@ -39,13 +41,20 @@ from zklocks._cli.common import (
 from zklocks._cli.options import TEXT
 from zklocks._cli.security import Security, security_options
 from zklocks._cli.serve_http import Server, Sources, https_context
-from zklocks._cli.serve_metrics import INSTALL_HINT, BoardCollector, exposition, registry_for
+from zklocks._cli.serve_metrics import (
+    INSTALL_HINT,
+    BoardCollector,
+    ServerInfo,
+    exposition,
+    registry_for,
+)
 from zklocks._cli.serve_state import Board, Feed, read_one
 from zklocks._core.errors import AccessDenied, InvalidPath, LockError
 from zklocks._core.validate import lock_path
 from zklocks._sync.client import Client
 
 DEFAULT_LISTEN = "127.0.0.1:9112"
+SERVERS_EVERY = 60.0  # seconds between reads of the members' versions (zklocks_server_info)
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 SERVE_EPILOG = """\b
@@ -206,6 +215,8 @@ class App:
         self.feed: Feed | None = None
         self.server: Server | None = None
         self._serving: threading.Thread | None = None
+        self._server_info: list[ServerInfo] = []
+        self._servers_at = -math.inf
 
     def listen(self, address: tuple[str, int]) -> None:
         host, port = address
@@ -254,7 +265,7 @@ class App:
             self.feed = None
 
     def _sources(self) -> Sources:
-        collector = BoardCollector(self._board, self._connected)
+        collector = BoardCollector(self._board, self._connected, self._servers)
         registry = registry_for(collector)
         return Sources(
             roots=self.roots,
@@ -270,6 +281,19 @@ class App:
 
     def _connected(self) -> bool:
         return self.client is not None and self.client.connected
+
+    def _servers(self) -> list[ServerInfo]:
+        """Each member's version, read again at most once a minute (a scrape then costs
+        no connection to the members)."""
+        now = time.monotonic()
+        if self.client is not None and now - self._servers_at > SERVERS_EVERY:
+            self._servers_at = now
+            self._server_info = [
+                (m.member, m.version, ",".join(i.jira for i in m.losses))
+                for m in self.client.server_versions()
+                if m.error is None
+            ]
+        return self._server_info
 
     def _read_one(self, path: str) -> dict[str, object] | None:
         if self.client is None:

@@ -30,7 +30,14 @@ GAUGES = {
     "zklocks_lock_fencing_token": "The highest holder's fencing token (absent with no holder)",
     "zklocks_lock_kind": "1 for the lock's kind (lock, read/write, semaphore, election)",
     "zklocks_serve_connected": "1 while zklocks serve has a live ZooKeeper session, else 0",
+    "zklocks_server_info": (
+        "1 per ZooKeeper member that answered srvr: its version and the ZOOKEEPER ids of "
+        "its known transaction-loss bugs (known_issues, comma-separated; empty if none)"
+    ),
 }
+
+#: ``(member, version, known_issues)`` of each member that answered, as of the scrape
+ServerInfo = tuple[str, str, str]
 
 INSTALL_HINT = 'zklocks serve needs prometheus_client: pip install "zklocks[metrics]"'
 
@@ -38,9 +45,15 @@ INSTALL_HINT = 'zklocks serve needs prometheus_client: pip install "zklocks[metr
 class BoardCollector:
     """A ``prometheus_client`` custom collector over the Board the feed keeps."""
 
-    def __init__(self, board: Callable[[], Board], connected: Callable[[], bool]) -> None:
+    def __init__(
+        self,
+        board: Callable[[], Board],
+        connected: Callable[[], bool],
+        servers: Callable[[], list[ServerInfo]] = list,
+    ) -> None:
         self._board = board
         self._connected = connected
+        self._servers = servers
 
     def collect(self) -> Iterator[Metric]:
         from prometheus_client.core import GaugeMetricFamily
@@ -50,7 +63,7 @@ class BoardCollector:
         families = {
             name: GaugeMetricFamily(name, text, labels=["path"])
             for name, text in GAUGES.items()
-            if name not in ("zklocks_lock_kind", "zklocks_serve_connected")
+            if name not in ("zklocks_lock_kind", "zklocks_serve_connected", "zklocks_server_info")
         }
         kinds = GaugeMetricFamily(
             "zklocks_lock_kind", GAUGES["zklocks_lock_kind"], labels=["path", "kind"]
@@ -70,6 +83,14 @@ class BoardCollector:
             GAUGES["zklocks_serve_connected"],
             value=1 if self._connected() else 0,
         )
+        info = GaugeMetricFamily(
+            "zklocks_server_info",
+            GAUGES["zklocks_server_info"],
+            labels=["member", "version", "known_issues"],
+        )
+        for member, version, issues in self._servers():
+            info.add_metric([clean(member), clean(version), clean(issues)], 1)
+        yield info
 
 
 def registry_for(collector: BoardCollector) -> CollectorRegistry:

@@ -103,6 +103,10 @@ class Supervisor:
             "ZKLOCKS_NODE": lease.node,
             "ZKLOCKS_PATH": self.path,
         }
+        traceparent = lease.traceparent  # the hold's span, when traced: the child joins it
+        if traceparent is not None:
+            env["TRACEPARENT"] = traceparent
+            env.pop("TRACESTATE", None)  # it belonged to the context we were started in
         group: dict[str, Any] = {}
         if not self.foreground:
             group["process_group"] = 0

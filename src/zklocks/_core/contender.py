@@ -41,6 +41,7 @@ class Contender:
     pid: int = 0
     ephemeral: bool = True
     layout: str = "zklocks"
+    owner: int = 0  # the session that owns the node (its ephemeralOwner; 0: none)
 
     def __str__(self) -> str:
         """As the command line names a holder: identifier, pid, host and token."""
@@ -74,4 +75,5 @@ def contender_of(path: str, node: _nodes.NodeName, reply: NodeData, holder: bool
         pid=payload.pid,
         ephemeral=reply.stat.ephemeral_owner != 0,
         layout=node.dialect,
+        owner=reply.stat.ephemeral_owner,
     )

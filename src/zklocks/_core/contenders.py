@@ -16,8 +16,13 @@ from zklocks._core import nodes as _nodes
 from zklocks._core.contender import Contender, contender_of
 from zklocks._core.errors import LockError
 from zklocks._core.flow import access_denied
-from zklocks._core.ops import GetACL, GetChildren, GetData, NodeACL, NodeData, Op, Pipeline
-from zklocks._protocol.errors import ConnectionLossError, NoAuthError, NoNodeError
+from zklocks._core.ops import GetACL, GetChildren, GetData, NodeACL, NodeData, Op, Pipeline, Sync
+from zklocks._protocol.errors import (
+    ConnectionLossError,
+    NoAuthError,
+    NoNodeError,
+    ZooKeeperError,
+)
 from zklocks._protocol.records import WireACL
 
 __all__ = ["Contender", "directory_acl", "list_contenders", "read_line"]
@@ -64,6 +69,20 @@ def read_line(
             (node for node, _ in read), (name for name in children if name not in vanished)
         )
         return read, holding
+
+
+def sync(path: str) -> Generator[Op, Any, None]:
+    """Let the member this session talks to catch up with the leader (for ``path``):
+    what it answers next is at least as new as any write the leader had committed."""
+    while True:
+        reply = yield Sync(path)
+        if isinstance(reply, ConnectionLossError):
+            continue
+        if isinstance(reply, NoAuthError):
+            raise access_denied(path, "sync")
+        if isinstance(reply, ZooKeeperError):
+            raise LockError(f"cannot sync {path}: {reply}")
+        return
 
 
 def directory_acl(path: str) -> Generator[Op, Any, tuple[WireACL, ...] | None]:

@@ -11,6 +11,11 @@ Three audiences, one module, so the lock and client classes each add one call:
 * **Metrics**: ``sink`` is ``None`` until ``zklocks.metrics.enable()`` installs one, so an
   application without metrics pays one ``is None`` test per event and never imports
   ``prometheus_client``.
+* **Traces**: ``tracing`` is ``None`` unless OpenTelemetry is installed (``zklocks.tracing``
+  installs it when the package is imported); it then answers ``None`` for every acquire
+  until a tracer provider is configured. The acquire span starts and ends at the same
+  single points as the acquire metric (``AcquireProbe``); the hold span at the lease's
+  grant, loss and release (``zklocks._core.lease``), where the held gauge is counted.
 """
 
 from __future__ import annotations
@@ -65,7 +70,31 @@ class Sink(Protocol):
     def reconnected(self) -> None: ...
 
 
+class HoldTrace(Protocol):
+    """One hold's span (``zklocks.hold``), from grant to end."""
+
+    def event(self, name: str) -> None: ...
+    def end(self, reason: str, lost: str | None) -> None: ...
+    def traceparent(self) -> str | None: ...
+
+
+class AcquireTrace(Protocol):
+    """One acquire call's span (``zklocks.acquire``)."""
+
+    def finished(
+        self, outcome: str, position: int | None, token: int | None, error: str | None
+    ) -> None: ...
+    def hold(self, kind: str, path: str, token: int, node: str) -> HoldTrace: ...
+
+
+class Tracing(Protocol):
+    """What ``zklocks.tracing`` implements: a span per acquire, or None (no provider)."""
+
+    def acquire(self, kind: str, path: str, layout: str) -> AcquireTrace | None: ...
+
+
 sink: Sink | None = None  # set by zklocks.metrics.enable()
+tracing: Tracing | None = None  # set by zklocks.tracing.install() (OpenTelemetry installed)
 last_state: ConnectionState | None = None  # the last change of any client, for enable()
 
 
@@ -131,15 +160,23 @@ class AcquireProbe:
     changes them.
     """
 
-    __slots__ = ("kind", "path", "started")
+    __slots__ = ("error", "kind", "layout", "path", "position", "started", "token", "trace")
 
-    def __init__(self, kind: str, path: str) -> None:
+    def __init__(self, kind: str, path: str, layout: str = "zklocks") -> None:
         self.kind = kind
         self.path = path
+        self.layout = layout
         self.started = time.monotonic()
+        self.trace: AcquireTrace | None = None
+        self.position: int | None = None  # our place in line when our node was made
+        self.token: int | None = None
+        self.error: str | None = None
 
     def watch(self, flow: Generator[Op, Any, Any]) -> Generator[Op, Any, Any]:
-        if sink is None and not log.isEnabledFor(logging.INFO):
+        tracer = tracing
+        if tracer is not None:
+            self.trace = tracer.acquire(self.kind, self.path, self.layout)
+        if sink is None and self.trace is None and not log.isEnabledFor(logging.INFO):
             return flow
         return self._watched(flow)
 
@@ -166,16 +203,22 @@ class AcquireProbe:
                     created, children = reply
                     if isinstance(created, Created) and isinstance(children, list):
                         mine = (created.path, children)
+                        if self.trace is not None and self.position is None:
+                            self.position = _position(mine)
                 op = flow.send(reply)
         except StopIteration as stop:
             # a non-blocking miss is a timeout of zero (the metric's four results)
             result = "acquired" if stop.value is not None else "busy"
+            self.token = getattr(stop.value, "token", None)
             return stop.value
         except LockTimeout:
             result = "timeout"
             raise
         except (asyncio.CancelledError, KeyboardInterrupt):
             result = "cancelled"
+            raise
+        except BaseException as error:
+            self.error = type(error).__name__  # the span's error.type
             raise
         finally:
             self._finished(result, queued)
@@ -194,6 +237,9 @@ class AcquireProbe:
 
     def _finished(self, result: str, queued: bool) -> None:
         seconds = time.monotonic() - self.started
+        if self.trace is not None:
+            outcome = _OUTCOMES.get(result, result)
+            self.trace.finished(outcome, self.position, self.token, self.error)
         metrics = sink
         if metrics is not None:
             if queued:
@@ -208,6 +254,9 @@ class AcquireProbe:
             )
         else:
             log.info("%s: %s not acquired after %.3f s (%s)", self.path, self.kind, seconds, result)
+
+
+_OUTCOMES = {"acquired": "granted", "busy": "timeout"}  # the span's words for the results
 
 
 def _position(mine: tuple[str, list[str]] | None) -> int | None:

@@ -96,6 +96,7 @@ class LeaseBase:
         self._path = node.rsplit("/", 1)[0]
         self._granted_at = time.monotonic()
         self._counted = False  # counted in the "held" gauge until released or lost
+        self._hold: _events.HoldTrace | None = None  # the hold's span, when traced
         # the hold's bound (``_limit_hold``): when it falls, and who takes our node back
         self._max_hold: float | None = None
         self._hold_deadline: float | None = None
@@ -124,14 +125,32 @@ class LeaseBase:
         """The id of the ZooKeeper session that created our node (0 if unknown)."""
         return self._owner
 
-    def _label(self, kind: str, path: str) -> None:
+    def _label(self, kind: str, path: str, trace: _events.AcquireTrace | None = None) -> None:
         """Named by the lock that made it (for logs and metrics); counted as held until it
-        ends. A lease lost or released meanwhile is never counted, so never uncounted."""
+        ends. A lease lost or released meanwhile is never counted, so never uncounted.
+        With ``trace`` (the acquire's span) the hold's span starts here, linked to it."""
         self._kind = kind
         self._path = path
         with self._mutex:
             if self._lost_reason is None and not self._ended:
                 self._counted = _events.lease_held(kind, path)
+                if trace is not None:
+                    self._hold = trace.hold(kind, path, self._token, self._node)
+
+    @property
+    def traceparent(self) -> str | None:
+        """The W3C ``traceparent`` of this hold's span (``zklocks.hold``) while it is held
+        and traced (OpenTelemetry installed and a tracer provider configured), else
+        None: hand it to work done under the lock so its spans join the hold
+        (``zklocks run`` puts it in the command's ``TRACEPARENT``)."""
+        hold = self._hold
+        return None if hold is None else hold.traceparent()
+
+    def _traced(self, name: str) -> None:
+        """An event on the hold's span (suspended, resumed), when traced."""
+        hold = self._hold
+        if hold is not None:
+            hold.event(name)
 
     def __repr__(self) -> str:
         if self.lost:
@@ -244,6 +263,7 @@ class LeaseBase:
             self._revoked = True
             callbacks, self._revoke_callbacks = self._revoke_callbacks, []
         _events.lease_revoke_requested(self._kind, self._path, self._token)
+        self._traced("zklocks.revoke_requested")
         for callback in callbacks:
             self._run_revoke_callback(callback)
 
@@ -300,10 +320,13 @@ class LeaseBase:
             callbacks, self._callbacks = self._callbacks, []
             counted, self._counted = self._counted, False
             cancel, self._cancel_hold_timer = self._cancel_hold_timer, None
+            hold, self._hold = self._hold, None
         if cancel is not None:
             cancel()
         if code == MAX_HOLD and self._take_back is not None:
             self._take_back()
+        if hold is not None:
+            hold.end(MAX_HOLD if code == MAX_HOLD else "lost", code)
         held_for = time.monotonic() - self._granted_at
         _events.lease_lost(self._kind, self._path, held_for, self._token, (reason, code), counted)
         self._wake_waiters()
@@ -344,8 +367,11 @@ class LeaseBase:
             counted, self._counted = self._counted, False
             cancel, self._cancel_hold_timer = self._cancel_hold_timer, None
             self._revoke_callbacks.clear()
+            hold, self._hold = self._hold, None
         if cancel is not None:
             cancel()  # a released lease's bound never fires on a later holder
+        if hold is not None:
+            hold.end("revoked" if self._revoked else "released", None)
         _events.lease_released(self._kind, self._path, time.monotonic() - self._granted_at, counted)
 
 
@@ -503,6 +529,13 @@ class LeaseKeeper:
         self._cancel_timer: Cancel | None = None
         self._timer_mutex = threading.Lock()  # track() arms from the caller's thread
         self._connected = False
+        self._suspended = False  # cut off since the last CONNECTED (for the resumed event)
+
+    def _trace_all(self, name: str) -> None:
+        if _events.tracing is not None:  # no hold has a span otherwise
+            for lease in list(self._leases):
+                if not lease.ended and not lease.lost:
+                    lease._traced(name)
 
     def track(self, lease: LeaseBase, watch_node: Callable[[str, Watcher], None]) -> None:
         """Start watching ``lease``; ``watch_node`` sets a getData watch on its node."""
@@ -535,9 +568,14 @@ class LeaseKeeper:
             self.mark_all_lost("the client was stopped", "client_stopped")
         elif state is SessionState.SUSPENDED:
             self._connected = False
+            self._suspended = True
+            self._trace_all("zklocks.suspended")
             self._arm_timer()
         elif state is SessionState.CONNECTED:
             self._connected = True
+            if self._suspended:
+                self._suspended = False
+                self._trace_all("zklocks.resumed")
             if self._timed_while_connected():
                 self._arm_timer()
             else:

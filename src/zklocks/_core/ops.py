@@ -66,6 +66,7 @@ from zklocks._protocol.records import (
     NodeACL,
     NodeData,
     Stat,
+    Sync,
     WireACL,
 )
 from zklocks._vocabulary import Watcher, WatchEvent
@@ -89,6 +90,7 @@ __all__ = [
     "Request",
     "SessionId",
     "Stat",
+    "Sync",
     "Wait",
     "Wake",
     "WireACL",
@@ -121,7 +123,7 @@ class SessionId:
     """Which session the client has now. Reply: ``int``."""
 
 
-Request: TypeAlias = Create | Delete | GetChildren | GetData | Exists | GetACL | Multi
+Request: TypeAlias = Create | Delete | GetChildren | GetData | Exists | GetACL | Multi | Sync
 
 
 @dataclass(frozen=True, slots=True)

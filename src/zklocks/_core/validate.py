@@ -31,6 +31,16 @@ def hosts(value: object) -> str:
     return value
 
 
+def node_path(path: object) -> str:
+    """Any path ZooKeeper accepts (the root too): ``InvalidPath`` otherwise."""
+    if not isinstance(path, str):
+        raise InvalidPath(f"a path must be a str, not {type(path).__name__}")
+    problem = codec.path_problem(path)
+    if problem is not None:
+        raise InvalidPath(f"path {codec.shown_path(path)} {problem}")
+    return path
+
+
 def lock_path(path: object) -> str:
     """An absolute, normalised ZooKeeper path that a lock may use as its directory.
 

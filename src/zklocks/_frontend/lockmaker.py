@@ -10,6 +10,7 @@ import inspect
 import threading
 import warnings
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from ssl import SSLContext
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
@@ -20,6 +21,7 @@ from zklocks._core.errors import ClientClosed, InvalidArgument
 from zklocks._core.events import ConnectionState, StateListener, StateListeners
 from zklocks._core.lease import LeaseKeeper
 from zklocks._core.security import ACL
+from zklocks._frontend import server_check as _server_check
 from zklocks._frontend.holdings import LockConfig, LockCore, PathPeers, make_config
 from zklocks._frontend.options import (
     DEFAULT_CONNECT_TIMEOUT,
@@ -50,6 +52,28 @@ SessionT_co = TypeVar("SessionT_co", bound=Carrier, covariant=True)
 PartT = TypeVar("PartT", bound=LockCore[Any])
 
 
+@dataclass(frozen=True)
+class LeaseReport:
+    """What ``client.lease_report()`` says of the lease rule on a session.
+
+    ``session_timeout``: the one the server granted. ``tick`` and ``source``: the
+    servers' tickTime (seconds) the rule uses on an ensemble and where it came from
+    (the ``tick_time`` option, a member's ``conf``, the AdminServer, the session bounds
+    learnt by handshakes, or "assumed"); both None on a standalone server, where every
+    answer counts and no tickTime is needed. ``problem``: why no lease can be kept on
+    this session, with the fix (None: one can); acquire then refuses with
+    ``LeaseUnkeepable``. ``session_bounds``: the shortest and longest session timeouts
+    (seconds) the servers grant, where the client learnt them by handshakes (an ensemble
+    whose tickTime no ``conf`` gave), else None.
+    """
+
+    session_timeout: float
+    tick: float | None
+    source: str | None
+    problem: str | None
+    session_bounds: tuple[float, float] | None = None
+
+
 class SessionFactory(Protocol[SessionT_co]):
     """Makes the session a client runs on, from the client's options: our own transport
     by default; the simulator injects its own (``session_factory=``)."""
@@ -78,6 +102,7 @@ class LockMaker(Generic[LockT, ReadWriteT, SessionT]):
         ssl: bool | SSLContext | None = None,
         session_factory: SessionFactory[SessionT] | None = None,
         sasl: SASL | None = None,
+        strict_server: bool = False,
     ) -> None:
         self.options = ClientOptions.checked(
             hosts,
@@ -121,6 +146,34 @@ class LockMaker(Generic[LockT, ReadWriteT, SessionT]):
         self._starting: SessionT | None = None  # the session start() is making
         self._stopped = False
         self._forked = False  # inherited by a forked child: refuses every call
+        if not isinstance(strict_server, bool):
+            raise InvalidArgument(f"strict_server must be True or False, not {strict_server!r}")
+        self._strict_server = strict_server
+        # the servers' versions are read on our own transport only (not the simulator's)
+        self._reads_versions = session_factory is None
+
+    def _check_servers(self) -> None:
+        """Before the first session: the members' versions against the known-issues
+        table, once per ensemble and process (``server_check``); blocking, short."""
+        if self._reads_versions:
+            _server_check.check(self.options.hosts, self._ssl, self._strict_server)
+
+    def lease_report(self) -> LeaseReport:
+        """How the lease rule stands on this client's session (see ``LeaseReport``);
+        ``ClientClosed`` if not started. ``zklocks doctor`` shows it."""
+        facts = self._session_or_raise().facts
+        timing = facts.timing()
+        return LeaseReport(
+            session_timeout=facts.session_timeout(),
+            tick=None if timing is None else timing[0],
+            source=None if timing is None else timing[1],
+            problem=facts.lease_problem(),
+            session_bounds=facts.session_bounds(),
+        )
+
+    def _servers_known(self) -> bool:
+        """True when ``_check_servers`` will not block (read already, or not read at all)."""
+        return not self._reads_versions or _server_check.known(self.options.hosts)
 
     def _native_factory(self, security: Security) -> SessionFactory[SessionT]:
         """The factory of sessions on our own transport, with the security options."""

@@ -148,14 +148,14 @@ def acquire(
         raise LeaseUnkeepable(f"{lock.path}: {problem}")
     yield Use(session)
     # the probe's clock starts first: a timed-out wait then measures >= its timeout
-    probe = _events.AcquireProbe(lock.kind, lock.path)
+    probe = _events.AcquireProbe(lock.kind, lock.path, lock._config.layout.name)
     deadline = Deadline.after(timeout, clock=session.facts.clock)
     spec = lock._config.spec(owner_name, deadline.at, blocking)
     acquired = yield from probe.watch((start or _flow.acquire)(spec))
     if acquired is None:
         return None
     lease: L = lock._client._watch_lease(acquired)
-    lease._label(probe.kind, probe.path)
+    lease._label(probe.kind, probe.path, probe.trace)
     lock._adopt(lease)
     lock._holdings.add(owner, lease)
     front = lock._front

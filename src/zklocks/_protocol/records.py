@@ -221,10 +221,8 @@ class Check:
 
 
 @dataclass(frozen=True, slots=True)
-class Sync:
+class Sync(_NodeRequest):
     """Let the server this session talks to catch up with the leader. Reply: the path."""
-
-    path: str
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,6 +6,7 @@ import functools
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
+from zklocks._core import contenders as _contenders
 from zklocks._core import events as _events
 from zklocks._core import reads as _reads
 from zklocks._core import revoke as _revoke
@@ -16,9 +17,11 @@ from zklocks._core.lease import Lease
 from zklocks._core.nodes import ELECTION_KIND
 from zklocks._core.ops import Stat
 from zklocks._core.reads import UserWatch
+from zklocks._frontend import server_check as _server_check
 from zklocks._frontend.holdings import LockConfig
 from zklocks._frontend.lockmaker import LockMaker, SessionFactory, show_concrete_types
 from zklocks._frontend.options import Security
+from zklocks._frontend.server_check import MemberVersion
 from zklocks._sync import driver
 from zklocks._sync.election import Election, MultiLock
 from zklocks._sync.locks import Lock, ReadWriteLock
@@ -67,6 +70,11 @@ class Client(LockMaker[Lock, ReadWriteLock, StartableSession]):
     then gives nodes the ``sasl:<username>`` identity.
     Credentials never appear in a repr, a log line or an error.
 
+    Before its first session the client reads each member's version (``srvr``, once per
+    ensemble and process) and warns at WARNING of a release with a known
+    transaction-loss bug; ``strict_server=True`` refuses to start on one instead
+    (``ConnectionFailed``). See docs/operations.md, "Server versions".
+
     Every call blocks the calling thread; inside ``async`` code use ``AsyncClient``
     (the sync client warns with a ``RuntimeWarning`` when called in a running event loop).
     Connection state: ``state``, ``add_listener()`` and ``remove_listener()``.
@@ -91,6 +99,7 @@ class Client(LockMaker[Lock, ReadWriteLock, StartableSession]):
         driver.warn_if_in_event_loop(stacklevel=3)
         if self._refuse_start():
             return self
+        self._check_servers()
         session = self._new_session()
         # weakly: a client dropped without stop() can be collected, and warns
         session.add_state_listener(_events.weak_method(self._on_session_state))
@@ -217,6 +226,31 @@ class Client(LockMaker[Lock, ReadWriteLock, StartableSession]):
         if watcher is not None:
             watcher = ApartWatcher(watcher, session.in_background)
         return driver.run(read(checked, watcher), session)
+
+    def sync(self, path: str = "/") -> None:
+        """Let the member this client talks to catch up with the leader: a read made
+        after it sees every write the ensemble had committed when it was sent (ZooKeeper's
+        ``sync``; it writes nothing). ``ClientClosed`` if not started."""
+        driver.run(_contenders.sync(_validate.node_path(path)), self._session_or_raise())
+
+    def server_versions(self) -> list[MemberVersion]:
+        """Each member of the connect string as its ``srvr`` describes it, read now:
+        ``member`` ("host:port"), ``version``, ``mode``, ``issues`` (the known-issues
+        table's entries for that version; ``losses``: those that lose transactions), or
+        ``error`` when it could not be asked. One short connection per member, over TLS
+        when the client uses it; works before ``start()`` too. Used by ``zklocks serve``
+        and ``zklocks doctor``.
+        """
+        return _server_check.read_members(self.options.hosts, self._ssl)
+
+    def four_letter(self, member: str, word: str) -> str:
+        """A read-only four-letter word's answer (``srvr``, ``conf``, ``cons``, ``dump``,
+        ``mntr``...) from ``member`` ("host:port"), over TLS when the client uses it.
+        A word the server does not allow (``4lw.commands.whitelist``; stock servers
+        allow ``srvr`` alone) is answered with a line saying so. ``InvalidArgument`` for
+        a word that changes anything, ``ConnectionFailed`` if the member cannot be asked.
+        """
+        return _server_check.ask_member(member, word, self._ssl)
 
     # -- for the lock classes and tools ------------------------------------------------
 

@@ -53,7 +53,19 @@ def facts_of(connection: Connection) -> SessionFacts:
         connected=lambda: connection.state is SessionState.CONNECTED,
         loss_reason=connection.loss_reason,
         lease_problem=lambda: connection.lease_problem,
+        timing=lambda: _timing_of(connection),
+        session_bounds=lambda: _bounds_of(connection),
     )
+
+
+def _bounds_of(connection: Connection) -> tuple[float, float] | None:
+    bounds = connection.session_bounds
+    return None if bounds is None else (bounds.shortest_ms / 1000, bounds.longest_ms / 1000)
+
+
+def _timing_of(connection: Connection) -> tuple[float, str] | None:
+    timing = connection.timing
+    return None if timing is None else (timing.tick, timing.source)
 
 
 def connection_failed(error: ConnectionFailedError) -> ConnectionFailed:
