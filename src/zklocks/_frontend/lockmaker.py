@@ -19,7 +19,7 @@ from zklocks._core import security as _security
 from zklocks._core import validate as _validate
 from zklocks._core.errors import ClientClosed, InvalidArgument
 from zklocks._core.events import ConnectionState, StateListener, StateListeners
-from zklocks._core.lease import LeaseKeeper
+from zklocks._core.lease_keeper import LeaseKeeper
 from zklocks._core.security import ACL
 from zklocks._frontend import server_check as _server_check
 from zklocks._frontend.holdings import LockConfig, LockCore, PathPeers, make_config

@@ -24,7 +24,8 @@ from typing import Any, Protocol, TypeVar, cast
 from zklocks._core import flow as _flow
 from zklocks._core import nodes as _nodes
 from zklocks._core.errors import InvalidArgument, LockTimeout
-from zklocks._core.lease import Lease, LeaseKeeper
+from zklocks._core.lease import Lease
+from zklocks._core.lease_keeper import LeaseKeeper
 from zklocks._core.ops import (
     TIMED_OUT,
     Cleanup,
