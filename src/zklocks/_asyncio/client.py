@@ -169,7 +169,7 @@ class AsyncClient(LockMaker[AsyncLock, AsyncReadWriteLock, StartableCarrier]):
         return names
 
     async def _read(self, read: _reads.Read, path: object, watch: object) -> Any:
-        checked, watcher = _reads.node_path(path), _reads.watcher_of(watch)
+        checked, watcher = _validate.node_path(path), _reads.watcher_of(watch)
         return await driver.run(read(checked, watcher), self._session_or_raise())
 
     # -- for the lock classes -----------------------------------------------------------

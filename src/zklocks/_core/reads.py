@@ -26,7 +26,7 @@ from collections.abc import Callable, Generator
 from typing import Any, NoReturn
 
 from zklocks._core.acquire_steps import access_denied
-from zklocks._core.errors import ClientClosed, InvalidArgument, InvalidPath, LockError, NoNode
+from zklocks._core.errors import ClientClosed, InvalidArgument, LockError, NoNode
 from zklocks._core.ops import Exists, GetChildren, GetData, NodeData, Op, Pipeline, Request, Stat
 from zklocks._protocol import codec
 from zklocks._protocol.errors import (
@@ -38,23 +38,13 @@ from zklocks._protocol.errors import (
 )
 from zklocks._vocabulary import WatchedEvent, Watcher
 
-__all__ = ["Read", "UserWatch", "exists", "get", "get_children", "node_path", "watcher_of"]
+__all__ = ["Read", "UserWatch", "exists", "get", "get_children", "watcher_of"]
 
 UserWatch = Callable[[WatchedEvent], object]
 """What ``watch=`` takes: a callable given one ``WatchedEvent``."""
 
 Read = Callable[[str, "Watcher | None"], Generator[Op, Any, Any]]
 """One of the reads below, as a client method runs it."""
-
-
-def node_path(path: object) -> str:
-    """A path any read may name: absolute and normalised (``/`` and ``/zookeeper`` too)."""
-    if not isinstance(path, str):
-        raise InvalidPath(f"a node path must be a str, not {type(path).__name__}")
-    problem = codec.path_problem(path)
-    if problem is not None:
-        raise InvalidPath(f"node path {codec.shown_path(path)} {problem}")
-    return path
 
 
 def watcher_of(watch: object) -> Watcher | None:

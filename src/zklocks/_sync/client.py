@@ -221,7 +221,7 @@ class Client(LockMaker[Lock, ReadWriteLock, StartableSession]):
 
     def _read(self, read: _reads.Read, path: object, watch: object) -> Any:
         driver.warn_if_in_event_loop(stacklevel=4)
-        checked, watcher = _reads.node_path(path), _reads.watcher_of(watch)
+        checked, watcher = _validate.node_path(path), _reads.watcher_of(watch)
         session = self._session_or_raise()
         if watcher is not None:
             watcher = ApartWatcher(watcher, session.in_background)
