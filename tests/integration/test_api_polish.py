@@ -55,9 +55,13 @@ def test_help_of_lease_shows_token_and_node_and_no_internal_hooks() -> None:
         text = help_text(cls)
         assert re.search(r"^ \|  token\n \|      The fencing token", text, re.M), text
         assert re.search(r"^ \|  node\n", text, re.M)
-        for hook in ("end", "mark_lost", "check"):
+        for hook in ("end", "mark_lost"):
             assert not re.search(rf"^ \|  {hook}\(", text, re.M), hook
             assert not hasattr(cls, hook), hook
+        # the clock rule's own look is internal; check() and time_left() are the public
+        # checkpoint and bound (issue 35)
+        for public in ("check", "time_left"):
+            assert re.search(rf"^ \|  {public}\(self\)", text, re.M), public
 
 
 def test_help_of_clients_shows_concrete_return_types() -> None:

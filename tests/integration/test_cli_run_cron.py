@@ -14,7 +14,7 @@ import pytest
 from kazoo.client import KazooClient
 from test_cli_run import children, finish, read_line, zklocks
 
-from helpers import wait_for_children
+from helpers import wait_for_children, without_version_warning
 from zklocks.server import ZooKeeperServer
 
 
@@ -45,12 +45,13 @@ def holder(zk_server: ZooKeeperServer, path: str) -> subprocess.Popen[str]:
 def test_quiet_says_nothing_when_not_acquired_and_still_exits_75(
     zk_server: ZooKeeperServer, kazoo: KazooClient, path: str, holder: subprocess.Popen[str]
 ) -> None:
+    # (the test servers' release draws the library's known-issues warning: not -q's line)
     status, out, err = finish(zklocks(zk_server.hosts, "run", path, "-n", "-q", "--", "true"))
-    assert (status, out, err) == (75, "", "")
+    assert (status, out, without_version_warning(err)) == (75, "", "")
     status, _, err = finish(
         zklocks(zk_server.hosts, "run", path, "--timeout", "0.2", "--quiet", "--", "true")
     )
-    assert (status, err) == (75, "")
+    assert (status, without_version_warning(err)) == (75, "")
     status, _, err = finish(zklocks(zk_server.hosts, "run", path, "-n", "--", "true"))
     assert status == 75 and "nightly-rollup" in err  # without -q it is said, as before
     assert finish(holder)[0] == 0

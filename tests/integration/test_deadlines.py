@@ -280,7 +280,9 @@ def test_a_truncated_frame_fails_its_request_and_leaks_no_future() -> None:
         loop = asyncio.get_running_loop()
         loop.set_exception_handler(lambda _loop, context: reported.append(context))
         with BrokenServer("truncated") as server:
-            client = await zklocks.AsyncClient(server.hosts, session_timeout=3.0).start()
+            client = await zklocks.AsyncClient(
+                server.hosts, session_timeout=3.0, tick_time=BROKEN_TICK
+            ).start()
             try:
                 # longer than the read deadline (2/3 of the session timeout), so the
                 # create in flight is failed by the drop, and the retry by the timeout
@@ -306,7 +308,7 @@ def test_a_truncated_frame_leaks_no_future_from_the_sync_client(
     exception handler logs the leak on the ``asyncio`` logger."""
     caplog.set_level(logging.ERROR, logger="asyncio")
     with BrokenServer("truncated") as server:
-        client = zklocks.Client(server.hosts, session_timeout=3.0).start()
+        client = zklocks.Client(server.hosts, session_timeout=3.0, tick_time=BROKEN_TICK).start()
         try:
             error, _ = bounded(lambda: client.lock("/x").acquire(timeout=4.0), 20.0)
             assert isinstance(error, zklocks.LockTimeout), error
