@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from contextvars import ContextVar
 
-__all__ = ["entered", "innermost", "left"]
+__all__ = ["entered", "innermost", "inside", "left"]
 
 _inside: ContextVar[tuple[object, ...]] = ContextVar("zklocks_leases", default=())
 
@@ -34,3 +34,8 @@ def innermost() -> object | None:
     """The lease of the innermost block, or None outside every block."""
     inside = _inside.get()
     return inside[-1] if inside else None
+
+
+def inside() -> tuple[object, ...]:
+    """The leases of every block this context is in, outermost first."""
+    return _inside.get()

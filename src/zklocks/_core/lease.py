@@ -507,5 +507,9 @@ def current_lease() -> Lease | AsyncLease | None:
     ``zklocks.current_lease().token``. A task started inside an ``async with`` block
     starts with its leases too (asyncio copies the context into it).
     """
-    lease = _current.innermost()
-    return lease if isinstance(lease, Lease | AsyncLease) else None
+    for lease in reversed(_current.inside()):
+        # (a released lease holds nothing: a block whose exit an interruption cut short,
+        # ``lock.hold()``'s rare race, leaves its ended lease behind)
+        if isinstance(lease, Lease | AsyncLease) and not lease.ended:
+            return lease
+    return None
