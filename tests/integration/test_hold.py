@@ -36,9 +36,10 @@ def proxied(zk_server: ZooKeeperServer) -> Iterator[tuple[str, Links]]:
         links.close()
 
 
-def _work() -> None:
-    """A step of work in a frame of its own (see docs/locks.md on CPython's tight loops)."""
-    for _ in range(10):
+def _busy(seconds: float) -> None:
+    """Work in a frame of its own (docs/locks.md: CPython's loops in the block's frame)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
         pass
 
 
@@ -77,9 +78,7 @@ def test_a_stalled_holder_is_interrupted_before_the_next_grant(
             try:
                 with lock.hold(timeout=10):
                     entered.set()
-                    deadline = time.monotonic() + 30
-                    while time.monotonic() < deadline:  # unfenceable work, in Python
-                        _work()
+                    _busy(30.0)  # unfenceable work, in Python
                 outcome["error"] = "the body ran to its end"
             except zklocks.LockLost as lost:
                 outcome["stopped"] = time.monotonic()
@@ -179,9 +178,7 @@ def test_exclusive_on_loss_cancel_stops_the_call_when_the_lock_is_broken(
     @zklocks.exclusive(f"{path}/cancel", on_loss="cancel")
     def cancelled() -> None:
         threading.Timer(0.2, break_it, (f"{path}/cancel",)).start()
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            _work()
+        _busy(20.0)
         ran.append("cancelled: ran to the end")
 
     @zklocks.exclusive(f"{path}/notify")

@@ -46,12 +46,19 @@ class _FakeLock:
         self.released += 1
 
 
-def _work() -> None:
-    """A step of the body's work, in a frame of its own: CPython 3.12 and 3.13 can let an
-    asynchronous exception raised at a tight loop's back edge, in the frame of the
-    ``with`` itself, skip that frame's handlers (python/cpython#108214, #139622);
-    work done in called functions, as real work is, is interrupted as documented."""
-    for _ in range(10):
+def _work(steps: int) -> None:
+    """The body's work, in a frame of its own: CPython 3.12 and 3.13 can let an
+    asynchronous exception raised at a loop's back edge in the frame of the ``with``
+    itself skip that frame's handlers, the ``with``'s exit among them
+    (python/cpython#108214, #139622); work done in called functions, as real work is,
+    is interrupted as documented."""
+    for _ in range(steps):
+        pass
+
+
+def _busy(seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
         pass
 
 
@@ -127,8 +134,7 @@ def test_a_loss_at_the_exit_never_reaches_the_thread_after_the_block() -> None:
             jobs.put(lease)
             try:
                 with Hold(lock.path, lock.acquire, lock.let_go):
-                    for _ in range(random.randrange(300)):
-                        _work()
+                    _work(random.randrange(3_000))
             except LockLost:
                 inside += 1  # lost inside: reported as LockLost, as it must be
             try:
