@@ -11,7 +11,8 @@ from collections.abc import Callable, Sequence
 import pytest
 
 from zklocks._core import strategies as _strategies
-from zklocks._core.lease import LeaseBase, LeaseKeeper
+from zklocks._core.lease import LeaseBase
+from zklocks._core.lease_keeper import LeaseKeeper
 from zklocks._core.nodes import EXCLUSIVE_KINDS, NodeName
 from zklocks.sim import (
     KNOWN_ISSUES,

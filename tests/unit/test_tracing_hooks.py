@@ -9,7 +9,7 @@ import pytest
 
 from helpers import lease_on
 from zklocks._core import events
-from zklocks._core.lease import LeaseKeeper
+from zklocks._core.lease_keeper import LeaseKeeper
 from zklocks._vocabulary import SessionState
 
 
