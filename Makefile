@@ -29,7 +29,7 @@ PYTHON ?= python3
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test lint docs dist bench nemesis clean fresh-test soak test-subset test-trixie
+.PHONY: setup demo test lint docs dist bench bench-tracing nemesis clean fresh-test soak test-subset test-trixie
 
 # Java + ZooKeeper (the library, tests, demo); redis-server for the benchmarks' Redis row
 # and, with PostgreSQL, for the fencing tests (Debian starts both as daemons, so only the
@@ -86,6 +86,11 @@ docs: $(STAMP)-docs
 # (3 members, delayed links; not in the default list) or SCENARIOS=all
 bench: $(STAMP)-bench
 	$(BIN)/python -m benchmarks.run --out benchmarks/results $(if $(SCENARIOS),--only $(SCENARIOS))
+
+# What the OpenTelemetry hooks cost with no tracer provider: alternating rounds, one run
+bench-tracing: $(STAMP)-bench
+	$(BIN)/pip install -q -e '.[bench,otel]'
+	$(BIN)/python -m benchmarks.tracing_ab
 
 DIST ?= bookworm
 
