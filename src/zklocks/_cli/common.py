@@ -7,6 +7,7 @@ import contextlib
 import datetime as dt
 import logging
 import signal
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import IO, Any, NoReturn, TypeVar
 
@@ -22,11 +23,14 @@ from zklocks._core.errors import (
     InvalidPath,
     LockError,
 )
+from zklocks._core.inspect import Place, line_up, short_name
 from zklocks._core.validate import hosts as hosts_string
 from zklocks._core.validate import lock_path
 from zklocks._frontend.options import DEFAULT_HOSTS
 from zklocks._frontend.server_check import UnsafeServer
 from zklocks._sync.client import Client
+
+__all__ = ["Place", "line_up", "short_name"]  # the one address the commands read line-up views from
 
 # Exit statuses (sysexits.h where one fits), documented in docs/cli.md.
 EX_USAGE = 2  # click's own for usage errors
@@ -282,6 +286,19 @@ _TLS_HINTS = (
     ("speaks TLS", "Connect with --tls (or --tls-ca FILE)."),
     ("plaintext", "Leave out --tls (and ZKLOCKS_TLS*), or give the server a TLS port."),
 )
+
+
+def arm_change_watch(client: Client, path: str) -> threading.Event:
+    """An event set when a contender joins or leaves ``path`` (or ``path`` is created).
+
+    Arm it, *then* list the contenders, then wait on it: a change after the listing
+    fires the watch, so none is missed (nothing polls). Any session trouble also sets
+    it, so the caller lists again and sees the error.
+    """
+    changed = threading.Event()
+    if not client.watch_lock(path, lambda _event: changed.set()):
+        changed.set()
+    return changed
 
 
 def tls_hints(reasons: Sequence[str]) -> str:

@@ -15,6 +15,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from zklocks import LockSummary
 from zklocks._cli.common import (
     CONTEXT,
     EX_NOINPUT,
@@ -23,7 +24,6 @@ from zklocks._cli.common import (
     fail,
     view_options,
 )
-from zklocks._cli.inspect import LockSummary, walk_locks
 from zklocks._cli.options import TEXT
 from zklocks._cli.sanitise import text
 from zklocks._cli.security import Security, security_options
@@ -107,7 +107,7 @@ def _path_argument(path: str) -> str:
 
 
 def _hint_not_a_lock(client: Client, path: str, console: Console) -> None:
-    locks = client._run(walk_locks(path))
+    locks = client.locks(path)
     below = [summary.path for summary in locks if summary.path != path]
     if below:
         shown = ", ".join(below[:3]) + (" ..." if len(below) > 3 else "")
@@ -131,7 +131,7 @@ def ls(root: str, as_json: bool, hosts: str, connect_timeout: float, security: S
     if root != "/":
         root = _path_argument(root)
     with client_for("list", root, hosts, connect_timeout, security) as client:
-        summaries = client._run(walk_locks(root))
+        summaries = client.locks(root)
         missing = not summaries and client.exists(root) is None
     if missing:  # as status and leader: a typo'd root is not "no locks"
         fail(f"no such path: {root} does not exist", EX_NOINPUT)

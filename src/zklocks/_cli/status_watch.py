@@ -46,8 +46,14 @@ from rich.console import Group, RenderableType
 from rich.live import Live
 from rich.text import Text
 
-from zklocks._cli.common import Failure, connect, fail, not_ignored, signals_blocked
-from zklocks._cli.inspect import arm_change_watch
+from zklocks._cli.common import (
+    Failure,
+    arm_change_watch,
+    connect,
+    fail,
+    not_ignored,
+    signals_blocked,
+)
 from zklocks._cli.sanitise import cannot, clean
 from zklocks._cli.security import Security
 from zklocks._cli.status_view import (

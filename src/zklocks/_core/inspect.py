@@ -1,21 +1,17 @@
-"""Read-only views of locks for people and tools: ``zklocks status``, ``ls`` and ``demo``.
+"""Read-only views of locks for people and tools: ``client.locks()``, ``line_up`` and
+``client.delete_tree()`` (``zklocks status``, ``ls``, ``serve`` and ``demo`` use them).
 
 Like ``list_contenders`` these are flows (no I/O: they yield ``zklocks._core.ops`` and are
-sent replies), run with ``Client._run``. Who holds and whom each waiter watches are
+sent replies), run by the clients' drivers. Who holds and whom each waiter watches are
 computed with the very strategies the locks use (``zklocks._core.strategies.decide``), so
 what an operator sees is what the locks decide, not a second opinion.
-
-``arm_change_watch`` is the one helper that needs a live session: it sets a ZooKeeper
-child watch *before* the caller lists the contenders, so no change can slip in between
-the listing and the watch (``status --watch`` redraws on it; nothing polls).
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from zklocks._core import dialects as _dialects
 from zklocks._core import layouts as _layouts
@@ -24,17 +20,19 @@ from zklocks._core.contenders import Contender
 from zklocks._core.errors import LockError
 from zklocks._core.flow import access_denied
 from zklocks._core.kinds import ELECT, LOCK, PERMIT, READ, WRITE
-from zklocks._core.ops import Delete, Exists, GetChildren, Op, Pipeline, Stat
+from zklocks._core.ops import Delete, Exists, GetChildren, Op, Pipeline, SessionId, Stat
 from zklocks._core.strategies import Granted, Refused, WaitFor
+from zklocks._protocol.constants import AddWatchMode
 from zklocks._protocol.errors import (
     ConnectionLossError,
+    MarshallingError,
     NoAuthError,
     NoNodeError,
+    UnimplementedError,
     ZooKeeperError,
 )
-
-if TYPE_CHECKING:
-    from zklocks._sync.client import Client
+from zklocks._protocol.records import AddWatch
+from zklocks._vocabulary import Watcher
 
 #: Requests per pipelined round trip when walking a tree.
 BATCH = 256
@@ -81,6 +79,18 @@ def line_up(contenders: Sequence[Contender]) -> list[Place]:
             assert isinstance(decision, Granted)
             places.append(Place(contender, index))
     return places
+
+
+def short_name(node: str) -> str:
+    """``lock-<32 hex>-0000000007`` -> ``lock-…0007``: enough to tell nodes apart."""
+    name = node.rsplit("/", 1)[1]
+    peer = _dialects.read_any(name)
+    if peer is not None and peer.dialect != "zklocks":  # Curator's, kazoo's
+        return f"{peer.dialect}:{peer.kind}-…{name[-4:]}"
+    parts = name.split("-")
+    if len(parts) >= 3 and parts[-1].lstrip("-").isdigit():
+        return f"{parts[0]}-…{parts[-1][-4:]}"
+    return name
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,25 +205,40 @@ def delete_tree(root: str) -> Generator[Op, Any, list[str]]:
     return left
 
 
-def arm_change_watch(client: Client, path: str) -> threading.Event:
-    """An event set when a contender joins or leaves ``path`` (or ``path`` is created).
+def watch_lock(path: str, watcher: Watcher) -> Generator[Op, Any, bool]:
+    """Set a watch that calls ``watcher`` once when a contender joins or leaves ``path``
+    (or ``path`` is created); False when a change may already have happened (or the
+    read failed), so the caller should look again at once.
 
-    Arm it, *then* list the contenders, then wait on it: a change after the listing
-    fires the watch, so none is missed. Any session trouble also sets it, so the
-    caller lists again and sees the error.
+    Set it, *then* list the contenders, then wait: a change after the listing fires the
+    watch, so none is missed.
     """
-    session = client._session_or_raise()
-    changed = threading.Event()
-
-    def fire(_event: object) -> None:
-        changed.set()
-
-    reply = session.call([GetChildren(path)], None, fire)[0]
+    (reply,) = yield Pipeline((GetChildren(path),), watcher=watcher)
     if isinstance(reply, NoNodeError):
         # no lock path yet: an exists-watch fires when it is created
-        reply = session.call([Exists(path)], None, fire)[0]
-        if reply is not None:  # created in between (a Stat), or an error: look again
-            changed.set()
-    elif not isinstance(reply, list):
-        changed.set()
-    return changed
+        (reply,) = yield Pipeline((Exists(path),), watcher=watcher)
+        return reply is None  # else created in between (a Stat), or an error
+    return isinstance(reply, list)
+
+
+def watch_tree(roots: Sequence[str], watcher: Watcher) -> Generator[Op, Any, None]:
+    """One persistent recursive watch (ZooKeeper 3.6+ ``addWatch``) per root, calling
+    ``watcher`` for every node created, deleted or changed below it, for the session's
+    life. A server before 3.6 does not know ``addWatch`` (it may drop the connection)."""
+    # addWatch is not among the lock flows' requests (ops.Request); the session sends
+    # any request the codec knows
+    requests: Any = tuple(AddWatch(root, AddWatchMode.PERSISTENT_RECURSIVE) for root in roots)
+    replies = yield Pipeline(requests, watcher=watcher)
+    for root, reply in zip(roots, replies, strict=True):
+        if isinstance(reply, (UnimplementedError, MarshallingError)):
+            raise LockError(f"cannot watch {root}: ZooKeeper 3.6 or later is needed")
+        if isinstance(reply, NoAuthError):
+            raise access_denied(root, "watch")
+        if isinstance(reply, BaseException):
+            raise LockError(f"cannot watch {root}: {reply}")
+
+
+def session_id() -> Generator[Op, Any, int]:
+    """The id of the session the client has now (a new one has no watches)."""
+    found: int = yield SessionId()
+    return found
