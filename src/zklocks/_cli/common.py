@@ -13,24 +13,33 @@ from typing import IO, Any, NoReturn, TypeVar
 
 import click
 
+from zklocks import AccessDenied, Client, ConnectionFailed, InvalidArgument, InvalidPath, LockError
+from zklocks._certs import TLSFiles
 from zklocks._cli.options import TEXT, Seconds
 from zklocks._cli.sanitise import cannot, clean
 from zklocks._cli.security import Security
-from zklocks._core.errors import (
-    AccessDenied,
-    ConnectionFailed,
-    InvalidArgument,
-    InvalidPath,
-    LockError,
-)
 from zklocks._core.inspect import Place, line_up, short_name
+from zklocks._core.kinds import ELECT, words_for
+from zklocks._core.security import perm_letters, show_id
 from zklocks._core.validate import hosts as hosts_string
 from zklocks._core.validate import lock_path
-from zklocks._frontend.options import DEFAULT_HOSTS
+from zklocks._frontend.options import DEFAULT_HOSTS, DEFAULT_SESSION_TIMEOUT
 from zklocks._frontend.server_check import UnsafeServer
-from zklocks._sync.client import Client
 
-__all__ = ["Place", "line_up", "short_name"]  # the one address the commands read line-up views from
+# The one address through which the commands reach what the library keeps private: the
+# line-up view, the kinds' words, the path rule, the ACL's words and the defaults.
+__all__ = [
+    "DEFAULT_SESSION_TIMEOUT",
+    "ELECT",
+    "Place",
+    "TLSFiles",
+    "line_up",
+    "lock_path",
+    "perm_letters",
+    "short_name",
+    "show_id",
+    "words_for",
+]
 
 # Exit statuses (sysexits.h where one fits), documented in docs/cli.md.
 EX_USAGE = 2  # click's own for usage errors
@@ -217,7 +226,7 @@ def connect(
     try:
         client = Client(
             hosts,
-            session_timeout=session_timeout or 10.0,
+            session_timeout=session_timeout or DEFAULT_SESSION_TIMEOUT,
             connect_timeout=connect_timeout,
             tick_time=tick_time,
             strict_server=bool(meta.get(_STRICT_SERVER)),

@@ -40,6 +40,7 @@ from types import FrameType
 import click
 from rich.console import Console
 
+from zklocks import Client, LockError
 from zklocks._cli.common import (
     CONTEXT,
     EX_SOFTWARE,
@@ -55,8 +56,6 @@ from zklocks._cli.demo_scenarios import BY_KEY, SCENARIOS, Scenario
 from zklocks._cli.demo_screen import LiveScreen, PlainScreen, Screen
 from zklocks._cli.demo_stage import Stage
 from zklocks._cli.options import Seconds
-from zklocks._core.errors import LockError
-from zklocks._sync.client import Client
 from zklocks.server import ServerError, ServerSetupError, ZooKeeperServer
 
 TICK_MS = 200  # the local server's tick: sessions from 0.4 s are allowed

@@ -20,6 +20,7 @@ from zklocks import Client, ConnectionFailed, LockError
 from zklocks._cli import doctor_checks as checks
 from zklocks._cli.common import (
     CONTEXT,
+    DEFAULT_SESSION_TIMEOUT,
     EX_UNAVAILABLE,
     check_path,
     connection_options,
@@ -27,7 +28,6 @@ from zklocks._cli.common import (
 )
 from zklocks._cli.options import TEXT
 from zklocks._cli.security import Security, security_options
-from zklocks._frontend.options import DEFAULT_SESSION_TIMEOUT
 
 DOCTOR_EPILOG = """\b
 Exit status: 0 all well; 1 findings (each with its fix); 69 no member reachable.

@@ -14,8 +14,8 @@ from typing import Any
 
 import click
 
+from zklocks import InvalidArgument
 from zklocks._core import validate
-from zklocks._core.errors import InvalidArgument
 from zklocks._core.shown import as_typed, undecodable
 
 __all__ = ["TEXT", "Identifier", "Seconds", "Text", "as_typed", "undecodable"]

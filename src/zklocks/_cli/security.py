@@ -23,11 +23,10 @@ from typing import Any, TypeVar
 
 import click
 
+from zklocks import SASL, InvalidArgument
 from zklocks._cli.options import Text
-from zklocks._core.errors import InvalidArgument
 from zklocks._frontend import settings
 from zklocks._frontend.settings import SASL_PASSWORD_ENV
-from zklocks._transport.sasl import SASL
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -37,11 +37,8 @@ import threading
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from zklocks import LockSummary
+from zklocks import Client, ClientClosed, LockError, LockSummary, WatchedEvent
 from zklocks._cli.status_view import json_time, note_grants, snapshot
-from zklocks._core.errors import ClientClosed, LockError
-from zklocks._sync.client import Client
-from zklocks._vocabulary import WatchEvent
 
 log = logging.getLogger("zklocks.serve")
 
@@ -175,7 +172,7 @@ class Feed:
             self._everything_dirty = True
         self._wake.set()
 
-    def _on_watch(self, event: WatchEvent) -> None:
+    def _on_watch(self, event: WatchedEvent) -> None:
         parent = event.path.rsplit("/", 1)[0] or "/"
         with self._mutex:
             self._dirty.update((event.path, parent))  # a contender's lock, or a lock itself

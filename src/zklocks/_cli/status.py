@@ -15,13 +15,14 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from zklocks import LockSummary
+from zklocks import Client, LockError, LockSummary
 from zklocks._cli.common import (
     CONTEXT,
     EX_NOINPUT,
     client_for,
     connection_options,
     fail,
+    lock_path,
     view_options,
 )
 from zklocks._cli.options import TEXT
@@ -29,9 +30,6 @@ from zklocks._cli.sanitise import text
 from zklocks._cli.security import Security, security_options
 from zklocks._cli.status_view import new_console, print_clean, render, snapshot
 from zklocks._cli.status_watch import watch as watch_lock
-from zklocks._core.errors import LockError
-from zklocks._core.validate import lock_path
-from zklocks._sync.client import Client
 
 STATUS_EPILOG = """\b
 Examples:

@@ -14,11 +14,18 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from zklocks._cli.common import Place, age, line_up, seconds, short_name
+from zklocks import Client
+from zklocks._cli.common import (
+    Place,
+    age,
+    line_up,
+    perm_letters,
+    seconds,
+    short_name,
+    show_id,
+    words_for,
+)
 from zklocks._cli.sanitise import clean, text
-from zklocks._core.kinds import words_for
-from zklocks._core.security import perm_letters, show_id
-from zklocks._sync.client import Client
 
 REDRAW_INTERVAL = 1.0  # durations tick on screen; ZooKeeper is not asked again
 

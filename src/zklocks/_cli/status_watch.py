@@ -46,6 +46,7 @@ from rich.console import Group, RenderableType
 from rich.live import Live
 from rich.text import Text
 
+from zklocks import Client, ClientClosed, LockError
 from zklocks._cli.common import (
     Failure,
     arm_change_watch,
@@ -64,8 +65,6 @@ from zklocks._cli.status_view import (
     render,
     snapshot,
 )
-from zklocks._core.errors import ClientClosed, LockError
-from zklocks._sync.client import Client
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 RETRIES = 3  # listings in a row that may fail while the connection is down

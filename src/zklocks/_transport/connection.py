@@ -97,7 +97,13 @@ from zklocks._transport.probe import ask_server
 from zklocks._transport.sasl import SASL
 from zklocks._transport.session_bounds import SessionBounds
 from zklocks._transport.wire import Wire
-from zklocks._vocabulary import SessionListener, SessionState, Watcher, tell_each
+from zklocks._vocabulary import (
+    DEFAULT_SESSION_TIMEOUT,
+    SessionListener,
+    SessionState,
+    Watcher,
+    tell_each,
+)
 
 __all__ = ["Connection"]
 
@@ -113,7 +119,7 @@ class Connection:
         self,
         hosts: str,
         *,
-        session_timeout: float = 10.0,
+        session_timeout: float = DEFAULT_SESSION_TIMEOUT,
         ssl: _ssl.SSLContext | None = None,
         auth: Sequence[tuple[str, bytes]] = (),
         sasl: SASL | None = None,
