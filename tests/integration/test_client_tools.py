@@ -54,6 +54,20 @@ def test_locks_sums_up_every_lock_under_a_root(client: zklocks.Client, base: str
     assert isinstance(found[0], zklocks.LockSummary)
 
 
+def test_left_behind_lists_empty_directories_and_names_strangers(
+    client: zklocks.Client, kazoo: Any, base: str
+) -> None:
+    client.lock(f"{base}/kazoo", layout="kazoo").acquire().release()  # persistent: stays
+    lease = client.lock(f"{base}/odd").acquire()
+    kazoo.create(f"{base}/odd/notes.txt")
+    assert [s.path for s in client.locks(base)] == [f"{base}/odd"]  # as ls sees them
+    assert client.locks(base)[0].strangers == ()
+    left, odd = client.locks(base, left_behind=True)
+    assert (left.path, left.left_behind, left.holders) == (f"{base}/kazoo", True, 0)
+    assert (odd.path, odd.left_behind, odd.strangers) == (f"{base}/odd", False, ("notes.txt",))
+    lease.release()
+
+
 def test_holders_are_read_and_broken_only_while_unchanged(
     client: zklocks.Client, base: str
 ) -> None:

@@ -179,9 +179,9 @@ class AsyncClient(LockMaker[AsyncLock, AsyncReadWriteLock, StartableCarrier]):
 
     # -- for tools (see ``Client``) ------------------------------------------------------
 
-    async def locks(self, root: str = "/") -> list[LockSummary]:
+    async def locks(self, root: str = "/", *, left_behind: bool = False) -> list[LockSummary]:
         """Every lock at or under ``root``, summed up (see ``Client.locks``)."""
-        summaries: list[LockSummary] = await driver.run(_tools.locks(self, root))
+        summaries: list[LockSummary] = await driver.run(_tools.locks(self, root, left_behind))
         return summaries
 
     async def contenders(self, path: str) -> list[Contender]:

@@ -31,7 +31,7 @@ from zklocks._protocol.errors import (
     UnimplementedError,
     ZooKeeperError,
 )
-from zklocks._protocol.records import AddWatch
+from zklocks._protocol.records import AddWatch, Children
 from zklocks._vocabulary import Watcher
 
 #: Requests per pipelined round trip when walking a tree.
@@ -95,7 +95,14 @@ def short_name(node: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class LockSummary:
-    """One lock path found under a root, for ``zklocks ls``."""
+    """One lock path found under a root, for ``zklocks ls``.
+
+    With ``locks(left_behind=True)`` (``zklocks doctor``) a summary may also be a
+    directory left behind: a persistent node with no child that once had some, with no
+    contender (``left_behind``); ``strangers`` then names the children of a lock's
+    directory that no known layout (zklocks, Curator, kazoo) makes and that never had
+    children of their own (a directory below, such as a nested lock's, is no stranger).
+    """
 
     path: str
     kinds: tuple[str, ...]  # distinct contender kinds, in line order
@@ -103,6 +110,12 @@ class LockSummary:
     holders: int
     waiters: int
     tokens: tuple[int, ...]  # the holders' fencing tokens, in line order
+    strangers: tuple[str, ...] = ()
+
+    @property
+    def left_behind(self) -> bool:
+        """An empty directory left behind (only ``locks(left_behind=True)`` lists them)."""
+        return not self.kinds
 
     @property
     def kind(self) -> str:
@@ -120,19 +133,27 @@ def _join(parent: str, child: str) -> str:
     return f"/{child}" if parent == "/" else f"{parent}/{child}"
 
 
-def walk_locks(root: str) -> Generator[Op, Any, list[LockSummary]]:
+def walk_locks(root: str, left_behind: bool = False) -> Generator[Op, Any, list[LockSummary]]:
     """Every lock path at or under ``root`` (sorted), with holder and waiter counts.
 
     A lock path is a node with contender children; every other child is descended
     into (contender nodes are ephemeral and have none). Each level is read in
     pipelined batches, so the walk costs about one round trip per level.
+    ``left_behind``: each node's stat is read with its children (getChildren2), to tell
+    the directories left empty and the strangers in a lock's directory (``LockSummary``).
     """
     found: list[tuple[str, list[_nodes.NodeName], list[str]]] = []
+    empty: list[str] = []
+    strangers: dict[str, list[str]] = {}
     frontier = [root]
     while frontier:
         chunk, frontier = frontier[:BATCH], frontier[BATCH:]
-        replies = yield Pipeline(tuple(GetChildren(path) for path in chunk))
+        replies = yield Pipeline(tuple(GetChildren(path, with_stat=left_behind) for path in chunk))
         for path, reply in zip(chunk, replies, strict=True):
+            if isinstance(reply, Children):
+                if not reply.names:
+                    _sort_empty(path, reply.stat, strangers, empty)
+                reply = reply.names
             if isinstance(reply, ConnectionLossError):
                 frontier.append(path)  # sent again once the connection is back
                 continue
@@ -147,12 +168,13 @@ def walk_locks(root: str) -> Generator[Op, Any, list[LockSummary]]:
             line = _dialects.line_of_any(reply)
             if line:
                 found.append((path, line, reply))
+                strangers[path] = []
             contenders = {node.name for node in line}
             for child in sorted(reply):
                 below = _join(path, child)
                 if child not in contenders and below != RESERVED:
                     frontier.append(below)
-    summaries = []
+    summaries = [LockSummary(path, (), None, 0, 0, ()) for path in empty]
     for path, line, children in sorted(found, key=lambda item: item[0]):
         held = _layouts.holders(line, children)
         holding = [node for node in line if node.name in held]
@@ -166,9 +188,22 @@ def walk_locks(root: str) -> Generator[Op, Any, list[LockSummary]]:
                 holders=len(holding),
                 waiters=len(line) - len(holding),
                 tokens=tokens,
+                strangers=tuple(sorted(strangers.get(path, ()))),
             )
         )
-    return summaries
+    return sorted(summaries, key=lambda summary: summary.path)
+
+
+def _sort_empty(path: str, stat: Stat, strangers: dict[str, list[str]], empty: list[str]) -> None:
+    """A node with no child: a stranger in a lock's directory if it never had any (a
+    lock's directory is read before the level below it), a directory left behind if it
+    had some and no session owns it (a container, which ZooKeeper itself removes once
+    empty, has an owner of its own), else nothing of ours."""
+    parent, name = path.rsplit("/", 1)
+    if stat.cversion == 0 and (parent or "/") in strangers:
+        strangers[parent or "/"].append(name)
+    elif stat.cversion > 0 and stat.ephemeral_owner == 0:
+        empty.append(path)
 
 
 def _tokens(nodes: list[str]) -> Generator[Op, Any, tuple[int, ...]]:

@@ -25,10 +25,10 @@ from zklocks._vocabulary import Watcher
 Maker = LockMaker[Any, Any, Any]
 
 
-def locks(client: Maker, root: str) -> Operation[list[_inspect.LockSummary]]:
+def locks(client: Maker, root: str, left_behind: bool) -> Operation[list[_inspect.LockSummary]]:
     checked = _validate.node_path(root)
     yield Use(client._session_or_raise())
-    return (yield from _inspect.walk_locks(checked))
+    return (yield from _inspect.walk_locks(checked, left_behind))
 
 
 def contenders(client: Maker, path: str) -> Operation[list[_contenders.Contender]]:

@@ -259,13 +259,15 @@ class Client(LockMaker[Lock, ReadWriteLock, StartableSession]):
 
     # -- for tools: what ``zklocks status``, ``break`` and ``serve`` see ------------------
 
-    def locks(self, root: str = "/") -> list[LockSummary]:
+    def locks(self, root: str = "/", *, left_behind: bool = False) -> list[LockSummary]:
         """Every lock at or under ``root`` (sorted by path), of any layout, each summed
         up: ``path``, ``kinds``, ``permits``, ``holders``, ``waiters`` and the holders'
         ``tokens``. A lock is a node with contender children; other nodes are descended
         into (not ``/zookeeper``, nor those this identity may not list). About one round
-        trip per level. ``AccessDenied`` if ``root`` itself may not be listed."""
-        summaries: list[LockSummary] = driver.run(_tools.locks(self, root))
+        trip per level. ``AccessDenied`` if ``root`` itself may not be listed.
+        ``left_behind=True`` (what ``zklocks doctor`` checks) also lists the directories
+        left empty and names each lock's ``strangers`` (see ``LockSummary``)."""
+        summaries: list[LockSummary] = driver.run(_tools.locks(self, root, left_behind))
         return summaries
 
     def contenders(self, path: str) -> list[Contender]:
