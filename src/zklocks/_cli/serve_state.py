@@ -137,7 +137,7 @@ class Feed:
         # per lock path: the nodes seen waiting, and when each was seen granted (epoch s)
         self._seen_waiting: dict[str, set[str]] = {}
         self._granted: dict[str, dict[str, float]] = {}
-        self._thread = threading.Thread(target=self._run, name="zklocks-serve-feed")
+        self._thread = threading.Thread(target=self._feed, name="zklocks-serve-feed")
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -180,7 +180,7 @@ class Feed:
 
     # -- the feed thread -----------------------------------------------------------------
 
-    def _run(self) -> None:
+    def _feed(self) -> None:
         while not self._stopping:
             self._wake.wait()
             self._wake.clear()

@@ -62,6 +62,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from zklocks import _vocabulary
 from zklocks._errors import InvalidArgument
 from zklocks._protocol import codec
 from zklocks._protocol.constants import DEFAULT_MAX_BUFFER
@@ -97,13 +98,7 @@ from zklocks._transport.probe import ask_server
 from zklocks._transport.sasl import SASL
 from zklocks._transport.session_bounds import SessionBounds
 from zklocks._transport.wire import Wire
-from zklocks._vocabulary import (
-    DEFAULT_SESSION_TIMEOUT,
-    SessionListener,
-    SessionState,
-    Watcher,
-    tell_each,
-)
+from zklocks._vocabulary import SessionListener, SessionState, Watcher, tell_each
 
 __all__ = ["Connection"]
 
@@ -119,7 +114,7 @@ class Connection:
         self,
         hosts: str,
         *,
-        session_timeout: float = DEFAULT_SESSION_TIMEOUT,
+        session_timeout: float = _vocabulary.DEFAULT_SESSION_TIMEOUT,
         ssl: _ssl.SSLContext | None = None,
         auth: Sequence[tuple[str, bytes]] = (),
         sasl: SASL | None = None,
