@@ -21,8 +21,10 @@ from zklocks._asyncio.client import AsyncClient
 from zklocks._asyncio.election import AsyncElection, AsyncMultiLock
 from zklocks._asyncio.locks import AsyncLock, AsyncReadWriteLock
 from zklocks._asyncio.transaction import AsyncTransaction
+from zklocks._core.breaking import Holder
 from zklocks._core.contenders import Contender
 from zklocks._core.events import ConnectionState
+from zklocks._core.inspect import LockSummary
 from zklocks._core.lease import AsyncLease, Lease, current_lease
 from zklocks._core.security import ACL
 from zklocks._errors import (
@@ -76,6 +78,7 @@ __all__ = [
     "Contender",
     "CreatedPath",
     "Election",
+    "Holder",
     "InvalidArgument",
     "InvalidPath",
     "Lease",
@@ -83,6 +86,7 @@ __all__ = [
     "Lock",
     "LockError",
     "LockLost",
+    "LockSummary",
     "LockTimeout",
     "MultiLock",
     "NoNode",

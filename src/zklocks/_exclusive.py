@@ -7,8 +7,9 @@ on the first call in each process, so it is always made after the fork, and a pr
 forked from one that had made it makes its own (the inherited one is the parent's:
 ``zklocks._transport.forks``). A client is made from ``hosts`` or, without it, from the
 variables the command line reads (``ZKLOCKS_HOSTS``, ``ZKLOCKS_AUTH``,
-``ZKLOCKS_AUTH_FILE``, ``ZKLOCKS_ACL``, ``ZKLOCKS_TLS*``), read by the command line's own
-options, so the two can never disagree. One ``Client`` per process and connect string
+``ZKLOCKS_AUTH_FILE``, ``ZKLOCKS_ACL``, ``ZKLOCKS_TLS*``, ``ZKLOCKS_SASL_*``), read by the
+rules the command line's options use (``zklocks._frontend.settings``), so the two can
+never disagree. One ``Client`` per process and connect string
 serves every sync function (it is thread-safe); an ``AsyncClient`` lives on one event
 loop, so async functions get one per loop, stopped when that loop shuts down (as
 ``asyncio.run`` does at its end).
@@ -38,6 +39,7 @@ from zklocks._core import validate as _validate
 from zklocks._core.errors import InvalidArgument, LockTimeout
 from zklocks._core.lease import AsyncLease, Lease
 from zklocks._frontend import operations
+from zklocks._frontend import settings as _environment
 from zklocks._sync.client import Client
 from zklocks._sync.hold import Hold
 from zklocks._sync.locks import Lock
@@ -262,30 +264,12 @@ def _identifier(name: str) -> str:
 
 def _settings(hosts: str | None) -> tuple[str, dict[str, Any]]:
     """The connect string and the client's security options, from ``hosts`` or the
-    command line's variables, read by the command line's own options (one reading, one
-    set of rules and errors). Imported here, on first use: programs that never call an
-    exclusive function do not load click and rich."""
-    import click
-
-    from zklocks._cli.common import hosts_option
-    from zklocks._cli.security import Security, security_options
-
-    def read(security: Security, hosts: str = "") -> tuple[str, Security]:
-        return hosts, security
-
-    options = security_options(acl=True)(read)
-    if hosts is None:  # given hosts win: ZKLOCKS_HOSTS is then not even read
-        options = hosts_option()(options)
-    command = click.command(context_settings={"help_option_names": []})(options)
+    command line's variables, read by the rules the command line's options use (one
+    reading, one set of rules and errors)."""
     try:
-        found, security = command.main(
-            args=[], prog_name="zklocks.exclusive", standalone_mode=False
-        )
-    except click.ClickException as error:
-        raise InvalidArgument(
-            f"zklocks.exclusive: the ZKLOCKS_* environment: {error.format_message()}"
-        ) from None
-    return hosts if hosts is not None else found, security.client_options()
+        return _environment.from_environment(hosts)
+    except InvalidArgument as error:
+        raise InvalidArgument(f"zklocks.exclusive: the ZKLOCKS_* environment: {error}") from None
 
 
 @dataclass

@@ -16,6 +16,7 @@ from typing import Any
 
 __all__ = [
     "DEFAULT_CLOCK_DRIFT",
+    "DEFAULT_SESSION_TIMEOUT",
     "NO_ANSWER",
     "SessionFacts",
     "SessionListener",
@@ -112,6 +113,10 @@ def _no_problem() -> str | None:
 # rates: our clock and the leader's may differ in rate by 1 %. Read by the transport's
 # lease rule and by the option's validation, so it is said once, here.
 DEFAULT_CLOCK_DRIFT = 0.01
+
+# The session timeout (seconds) asked for when none is given: by the clients, the
+# transport, the simulator and every command. Said once, here, at the bottom.
+DEFAULT_SESSION_TIMEOUT = 10.0
 
 
 @dataclass(frozen=True, slots=True)

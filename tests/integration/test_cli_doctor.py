@@ -1,13 +1,17 @@
 """``zklocks doctor`` on real servers: a healthy ensemble (exit 0), a version from the
 known-issues table fed through the seam on the version read (exit 1), a planted ghost
 holder found and cleared by ``zklocks break``, one member stopped (exit 1), an ensemble
-as shipped (``srvr`` alone: what could not be checked is named), nothing reachable (69).
+as shipped (``srvr`` alone: what could not be checked is named), nothing reachable (69);
+with no PATH, every lock of the tree (each test in a chroot of its own): a healthy tree
+(exit 0, the locks walked listed), a lock directory left behind empty (a note), a child
+of no known layout's shape (a finding).
 """
 
 from __future__ import annotations
 
 import json
 import ssl
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -142,6 +146,7 @@ def test_a_planted_ghost_holder_is_found_and_broken(
     assert kazoo.exists(node) is None
     again = doctor(ensemble.hosts, "/doctor/ghost")
     assert again.exit_code == 0, again.output
+    kazoo.delete("/doctor/ghost")  # a directory left behind: noted by the tree's walk
 
 
 def test_a_holder_whose_session_is_gone(ensemble: ZooKeeperEnsemble, version: Any) -> None:
@@ -190,3 +195,80 @@ def test_nothing_reachable_is_69() -> None:
     done = CliRunner().invoke(main, ["doctor", "--hosts", "127.0.0.1:1", "--connect-timeout", "1"])
     assert done.exit_code == 69, done.output
     assert "unreachable" in done.output
+
+
+@pytest.fixture
+def chroot(ensemble: ZooKeeperEnsemble, kazoo_on: Any) -> Iterator[str]:
+    """A tree of the test's own (doctor walks every lock under the connect string's
+    chroot), removed afterwards so that the walks of other tests never see it."""
+    kazoo = kazoo_on(ensemble.hosts)
+    path = f"/walk-{time.monotonic_ns()}"
+    kazoo.ensure_path(path)
+    yield path
+    kazoo.delete(path, recursive=True)
+
+
+def test_no_path_walks_every_lock_of_a_healthy_tree(
+    ensemble: ZooKeeperEnsemble, version: Any, chroot: str
+) -> None:
+    import zklocks
+
+    hosts = ensemble.hosts + chroot
+    with zklocks.Client(hosts) as client:
+        first = client.lock("/a").acquire(timeout=10)
+        second = client.lock("/b/c").acquire(timeout=10)
+        done = doctor(hosts)
+        first.release()
+        second.release()
+    assert done.exit_code == 0, done.output
+    (walked,) = [c for c in checks(done) if c["topic"] == "locks"]
+    assert walked["status"] == "ok" and walked["text"] == "2 lock(s) walked, /a, /b/c"
+    for path in ("/a", "/b/c"):  # each lock as a PATH would be: every member's view
+        views = [c for c in checks(done) if c["topic"] == f"lock {path}"]
+        assert [c["text"].split(" ")[0] for c in views] == ["1", "1", "1"], views
+    assert not with_status(done, "finding") and not with_status(done, "unchecked")
+
+
+def test_an_empty_lock_directory_left_behind_is_noted(
+    ensemble: ZooKeeperEnsemble, version: Any, chroot: str
+) -> None:
+    import zklocks
+
+    hosts = ensemble.hosts + chroot
+    with zklocks.Client(hosts) as client:
+        # kazoo's layout makes its lock directory a persistent node: it stays, empty
+        client.lock("/left", layout="kazoo").acquire(timeout=10).release()
+        held = client.lock("/held").acquire(timeout=10)  # a container: never left behind
+        done = doctor(hosts)
+        held.release()
+    # a note, not a finding: ZooKeeper shows a container (which it removes by itself
+    # once empty) and a persistent node alike, so a finding would flag every release
+    assert done.exit_code == 0, done.output
+    (note,) = [c for c in with_status(done, "note") if c["topic"] == "lock /left"]
+    assert "empty lock directory left behind" in note["text"]
+    assert note["fix"] == "if it stays: delete /left once nothing uses it"
+    (walked,) = [c for c in checks(done) if c["topic"] == "locks"]
+    assert walked["text"] == "1 lock(s) walked, /held"
+
+
+def test_a_child_of_no_known_layouts_shape_is_a_finding(
+    ensemble: ZooKeeperEnsemble, version: Any, kazoo_on: Any, chroot: str
+) -> None:
+    import zklocks
+
+    hosts = ensemble.hosts + chroot
+    kazoo = kazoo_on(hosts)
+    with zklocks.Client(hosts) as client:
+        lease = client.lock("/odd").acquire(timeout=10)
+        kazoo.create("/odd/notes.txt", b"not a contender")
+        kazoo.ensure_path("/odd/nested/dir")  # a directory below is no stranger
+        walked = doctor(hosts)
+        named = doctor(hosts, "/odd")
+        text = CliRunner().invoke(main, ["doctor", "--hosts", hosts, "/odd"]).output
+        lease.release()
+    for done in (walked, named):
+        assert done.exit_code == 1, done.output
+        (finding,) = with_status(done, "finding")
+        assert finding["topic"] == "lock /odd"
+        assert "/odd/notes.txt is of a shape no known layout" in finding["text"]
+    assert "  finding  lock /odd: /odd/notes.txt is of a shape no known layout" in text

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from zklocks._asyncio import driver
@@ -16,13 +16,18 @@ from zklocks._core import events as _events
 from zklocks._core import reads as _reads
 from zklocks._core import revoke as _revoke
 from zklocks._core import validate as _validate
+from zklocks._core.breaking import Holder
+from zklocks._core.contenders import Contender
 from zklocks._core.events import ConnectionState
 from zklocks._core.flow import Acquired
+from zklocks._core.inspect import LockSummary
 from zklocks._core.lease import AsyncLease
 from zklocks._core.nodes import ELECTION_KIND
 from zklocks._core.ops import Stat
 from zklocks._core.reads import UserWatch
+from zklocks._core.security import ACL
 from zklocks._frontend import server_check as _server_check
+from zklocks._frontend import tools as _tools
 from zklocks._frontend.holdings import LockConfig
 from zklocks._frontend.lockmaker import LockMaker, SessionFactory, show_concrete_types
 from zklocks._frontend.options import Security
@@ -171,6 +176,54 @@ class AsyncClient(LockMaker[AsyncLock, AsyncReadWriteLock, StartableCarrier]):
     async def _read(self, read: _reads.Read, path: object, watch: object) -> Any:
         checked, watcher = _validate.node_path(path), _reads.watcher_of(watch)
         return await driver.run(read(checked, watcher), self._session_or_raise())
+
+    # -- for tools (see ``Client``) ------------------------------------------------------
+
+    async def locks(self, root: str = "/", *, left_behind: bool = False) -> list[LockSummary]:
+        """Every lock at or under ``root``, summed up (see ``Client.locks``)."""
+        summaries: list[LockSummary] = await driver.run(_tools.locks(self, root, left_behind))
+        return summaries
+
+    async def contenders(self, path: str) -> list[Contender]:
+        """Every contender of the lock at ``path`` (see ``Client.contenders``)."""
+        found: list[Contender] = await driver.run(_tools.contenders(self, path))
+        return found
+
+    async def holders(self, path: str) -> list[Holder]:
+        """The current holders of the lock at ``path`` (see ``Client.holders``)."""
+        found: list[Holder] = await driver.run(_tools.holders(self, path))
+        return found
+
+    async def break_holders(self, holders: Sequence[Holder]) -> str | None:
+        """Delete ``holders``' nodes if unchanged; None, or why not (``Client.break_holders``)."""
+        refused: str | None = await driver.run(_tools.break_holders(self, holders))
+        return refused
+
+    async def get_acl(self, path: str) -> list[ACL] | None:
+        """The ACL of the node at ``path``, or None if there is none."""
+        acl: list[ACL] | None = await driver.run(_tools.get_acl(self, path))
+        return acl
+
+    async def delete_tree(self, root: str) -> list[str]:
+        """Delete ``root`` and its tree; the paths left over (see ``Client.delete_tree``)."""
+        left: list[str] = await driver.run(_tools.delete_tree(self, root))
+        return left
+
+    async def watch_lock(self, path: str, watch: UserWatch) -> bool:
+        """A one-shot watch on the lock's line (see ``Client.watch_lock``); ``watch`` is
+        called on this client's event loop and must not block."""
+        set_: bool = await driver.run(_tools.watch_lock(self, path, _reads.required_watcher(watch)))
+        return set_
+
+    async def watch_tree(self, roots: Sequence[str], watch: UserWatch) -> None:
+        """Persistent recursive watches on ``roots`` (see ``Client.watch_tree``); ``watch``
+        is called on this client's event loop and must not block."""
+        await driver.run(_tools.watch_tree(self, roots, _reads.required_watcher(watch)))
+
+    async def session_id(self) -> int:
+        """The id of the session this client has now; it changes after an expiry."""
+        found: int = await driver.run(_tools.session_id(self))
+        return found
 
     # -- for the lock classes -----------------------------------------------------------
 

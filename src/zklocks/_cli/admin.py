@@ -18,6 +18,7 @@ import sys
 
 import click
 
+from zklocks import Holder
 from zklocks._cli.common import (
     CONTEXT,
     EX_USAGE,
@@ -29,7 +30,6 @@ from zklocks._cli.common import (
 from zklocks._cli.options import TEXT
 from zklocks._cli.sanitise import clean
 from zklocks._cli.security import Security, security_options
-from zklocks._core import breaking as _breaking
 
 log = logging.getLogger("zklocks.admin")
 
@@ -102,8 +102,8 @@ def break_(
     if not yes and not asking:
         fail(f"refusing to break {path} without --yes (no terminal to ask on)", EX_USAGE)
     with client_for("break", path, hosts, connect_timeout, security) as client:
-        holders = client._run(_breaking.current_holders(path))
-        targets = _breaking.choose(holders, token)
+        holders = client.holders(path)
+        targets = [holder for holder in holders if token is None or holder.token == token]
         if not holders:
             if token is not None:
                 fail(f"{path}: no holder; token {token} does not hold it; nothing broken")
@@ -117,7 +117,7 @@ def break_(
                 click.echo(f"holder: {_describe(holder)}", err=True)
             if not click.confirm(f"Break {len(targets)} holder(s) of {path}?", err=True):
                 fail("not confirmed; nothing broken")
-        refused = client._run(_breaking.break_holders(targets))
+        refused = client.break_holders(targets)
         if refused is not None:
             fail(f"{path}: {refused}; nothing broken")
     who = _who()
@@ -126,7 +126,7 @@ def break_(
         click.echo(f"broke {_describe(holder)}")
 
 
-def _describe(holder: _breaking.Holder) -> str:
+def _describe(holder: Holder) -> str:
     """A holder in words; its identifier and host come from the server: escaped."""
     owner = clean(holder.identifier)
     where = f", pid {holder.pid} on {clean(holder.host)}" if holder.host else ""

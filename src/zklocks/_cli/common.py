@@ -7,26 +7,39 @@ import contextlib
 import datetime as dt
 import logging
 import signal
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import IO, Any, NoReturn, TypeVar
 
 import click
 
+from zklocks import AccessDenied, Client, ConnectionFailed, InvalidArgument, InvalidPath, LockError
+from zklocks._certs import TLSFiles
 from zklocks._cli.options import TEXT, Seconds
 from zklocks._cli.sanitise import cannot, clean
 from zklocks._cli.security import Security
-from zklocks._core.errors import (
-    AccessDenied,
-    ConnectionFailed,
-    InvalidArgument,
-    InvalidPath,
-    LockError,
-)
+from zklocks._core.inspect import Place, line_up, short_name
+from zklocks._core.kinds import ELECT, words_for
+from zklocks._core.security import perm_letters, show_id
 from zklocks._core.validate import hosts as hosts_string
 from zklocks._core.validate import lock_path
-from zklocks._frontend.options import DEFAULT_HOSTS
+from zklocks._frontend.options import DEFAULT_HOSTS, DEFAULT_SESSION_TIMEOUT
 from zklocks._frontend.server_check import UnsafeServer
-from zklocks._sync.client import Client
+
+# The one address through which the commands reach what the library keeps private: the
+# line-up view, the kinds' words, the path rule, the ACL's words and the defaults.
+__all__ = [
+    "DEFAULT_SESSION_TIMEOUT",
+    "ELECT",
+    "Place",
+    "TLSFiles",
+    "line_up",
+    "lock_path",
+    "perm_letters",
+    "short_name",
+    "show_id",
+    "words_for",
+]
 
 # Exit statuses (sysexits.h where one fits), documented in docs/cli.md.
 EX_USAGE = 2  # click's own for usage errors
@@ -213,7 +226,7 @@ def connect(
     try:
         client = Client(
             hosts,
-            session_timeout=session_timeout or 10.0,
+            session_timeout=session_timeout or DEFAULT_SESSION_TIMEOUT,
             connect_timeout=connect_timeout,
             tick_time=tick_time,
             strict_server=bool(meta.get(_STRICT_SERVER)),
@@ -282,6 +295,19 @@ _TLS_HINTS = (
     ("speaks TLS", "Connect with --tls (or --tls-ca FILE)."),
     ("plaintext", "Leave out --tls (and ZKLOCKS_TLS*), or give the server a TLS port."),
 )
+
+
+def arm_change_watch(client: Client, path: str) -> threading.Event:
+    """An event set when a contender joins or leaves ``path`` (or ``path`` is created).
+
+    Arm it, *then* list the contenders, then wait on it: a change after the listing
+    fires the watch, so none is missed (nothing polls). Any session trouble also sets
+    it, so the caller lists again and sees the error.
+    """
+    changed = threading.Event()
+    if not client.watch_lock(path, lambda _event: changed.set()):
+        changed.set()
+    return changed
 
 
 def tls_hints(reasons: Sequence[str]) -> str:

@@ -40,6 +40,7 @@ from types import FrameType
 import click
 from rich.console import Console
 
+from zklocks import Client, LockError
 from zklocks._cli.common import (
     CONTEXT,
     EX_SOFTWARE,
@@ -54,11 +55,7 @@ from zklocks._cli.demo_crew import ScenarioFailed
 from zklocks._cli.demo_scenarios import BY_KEY, SCENARIOS, Scenario
 from zklocks._cli.demo_screen import LiveScreen, PlainScreen, Screen
 from zklocks._cli.demo_stage import Stage
-from zklocks._cli.inspect import delete_tree
 from zklocks._cli.options import Seconds
-from zklocks._core.contenders import list_contenders
-from zklocks._core.errors import LockError
-from zklocks._sync.client import Client
 from zklocks.server import ServerError, ServerSetupError, ZooKeeperServer
 
 TICK_MS = 200  # the local server's tick: sessions from 0.4 s are allowed
@@ -239,7 +236,7 @@ def _play(
         with tempfile.TemporaryDirectory(prefix="zklocks-demo-") as workdir:
             stage = Stage(client, hosts, root, screen, session_timeout, Path(workdir), pace)
             results = [_one(stage, n, len(scenarios), s) for n, s in enumerate(scenarios, 1)]
-        left = client._run(delete_tree(root))
+        left = client.delete_tree(root)
         failed = sum(1 for ok, _, _ in results if not ok) + (1 if left else 0)
         cleanup = "every worker stopped, " + (
             "no node left behind" if not left else f"nodes left behind: {', '.join(left)}"
@@ -260,7 +257,7 @@ def _play(
                 stage.crew.stop_all(grace=2.0)
             if client is not None:
                 with contextlib.suppress(LockError):
-                    client._run(delete_tree(root))
+                    client.delete_tree(root)
                 client.stop()
             if server is not None:
                 server.stop()
@@ -300,7 +297,7 @@ def _one(stage: Stage, number: int, total: int, scenario: Scenario) -> tuple[boo
         stage.crew = None
     path = f"{stage.root}/{scenario.key}"
     with contextlib.suppress(LockError):
-        left = stage.client._run(list_contenders(path))
+        left = stage.client.contenders(path)
         if left:
             ok = False
             details.append("left behind: " + ", ".join(c.node for c in left))

@@ -16,9 +16,9 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from zklocks._cli.common import Place
 from zklocks._cli.demo_crew import Crew, ScenarioFailed
 from zklocks._cli.demo_stage import Stage
-from zklocks._cli.inspect import Place
 from zklocks.fencing import FencedStore
 
 

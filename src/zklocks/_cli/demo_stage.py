@@ -16,12 +16,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from zklocks import Client
+from zklocks._cli.common import Place, arm_change_watch, line_up
 from zklocks._cli.demo_crew import Crew, Event, ScenarioFailed
 from zklocks._cli.demo_screen import Row, Screen
-from zklocks._cli.inspect import Place, arm_change_watch, line_up
 from zklocks._cli.sanitise import clean
-from zklocks._core.contenders import list_contenders
-from zklocks._sync.client import Client
 
 WAIT = 30.0  # the longest any single step may take before the scenario fails
 TICK = 0.1  # how often the live status line is redrawn while waiting
@@ -62,7 +61,7 @@ class Stage:
 
     def look(self, path: str) -> list[Place]:
         """List the lock's contenders and show them."""
-        places = line_up(self.client._run(list_contenders(path)))
+        places = line_up(self.client.contenders(path))
         self._show(places)
         return places
 

@@ -38,7 +38,7 @@ from zklocks._core.errors import LockError
 from zklocks._core.ops import Reply, Request, Wake
 from zklocks._protocol.errors import ZooKeeperError
 from zklocks._sync.native_session import NativeSession
-from zklocks._vocabulary import Watcher, WatchEvent, WatchKind
+from zklocks._vocabulary import DEFAULT_SESSION_TIMEOUT, Watcher, WatchEvent, WatchKind
 from zklocks.fencing import FencedStore, StaleToken
 
 _print_lock = threading.Lock()
@@ -97,7 +97,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--path", required=True)
     parser.add_argument("--kind", choices=("lock", "read", "write"), default="lock")
     parser.add_argument("--name", required=True)
-    parser.add_argument("--session-timeout", type=float, default=10.0)
+    parser.add_argument("--session-timeout", type=float, default=DEFAULT_SESSION_TIMEOUT)
     parser.add_argument("--store")
     args = parser.parse_args(argv)
     _die_with_parent()

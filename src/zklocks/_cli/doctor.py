@@ -3,10 +3,13 @@
 Per member of ``--hosts`` (and of the servers' own membership, when ``conf`` is allowed):
 reachable, mode and version, the known issues of that version; TLS and SASL in use;
 where the lease rule's tickTime comes from and whether a lease can be kept at the
-session timeout. Per PATH: each member's view of the lock directory after a ``sync``
-(read from that member alone), differences flagged; holders no live session owns, with
-the ``zklocks break`` that clears them. Never writes (a ``sync`` is not a write). Exit 0:
-all well; 1: findings; 69: no member reachable. The checks: ``doctor_checks``.
+session timeout. Per PATH, or per lock of the whole tree when no PATH is given (the
+client's own walk, ``client.locks(left_behind=True)``): each member's view of the lock
+directory after a ``sync`` (read from that member alone), differences flagged; holders
+no live session owns, with the ``zklocks break`` that clears them; children of a shape
+no known layout makes; and, in the walk of the tree, lock directories left behind
+empty. Never writes (a ``sync`` is not a write). Exit 0: all well; 1: findings; 69: no
+member reachable. The checks: ``doctor_checks``.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from zklocks import Client, ConnectionFailed, LockError
 from zklocks._cli import doctor_checks as checks
 from zklocks._cli.common import (
     CONTEXT,
+    DEFAULT_SESSION_TIMEOUT,
     EX_UNAVAILABLE,
     check_path,
     connection_options,
@@ -27,7 +31,6 @@ from zklocks._cli.common import (
 )
 from zklocks._cli.options import TEXT
 from zklocks._cli.security import Security, security_options
-from zklocks._frontend.options import DEFAULT_SESSION_TIMEOUT
 
 DOCTOR_EPILOG = """\b
 Exit status: 0 all well; 1 findings (each with its fix); 69 no member reachable.
@@ -63,7 +66,7 @@ def doctor(
         return Client(where, session_timeout=timeout, connect_timeout=connect_timeout,
                       **security.client_options())  # fmt: skip
 
-    lines, unreachable = _run(make, hosts, paths, security, session_timeout)
+    lines, unreachable = _check(make, hosts, paths, security, session_timeout)
     if as_json:
         click.echo(json.dumps({"checks": [line.as_dict() for line in lines]}, indent=2))
     else:
@@ -75,7 +78,7 @@ def doctor(
     raise SystemExit(1 if any(line.status == checks.FINDING for line in lines) else 0)
 
 
-def _run(make: checks.Make, hosts: str, paths: list[str], security: Security,
+def _check(make: checks.Make, hosts: str, paths: list[str], security: Security,
          session_timeout: float) -> tuple[list[checks.Line], bool]:  # fmt: skip
     """Every check's lines, and whether no member could be reached at all."""
     probe = make(hosts)
@@ -92,17 +95,37 @@ def _run(make: checks.Make, hosts: str, paths: list[str], security: Security,
         except (ConnectionFailed, LockError) as error:
             lines.append(checks.Line("lease", checks.FINDING, f"cannot connect: {error}"))
             return lines, False
+    walked = _walk(make, hosts, paths or ["/"], lines)
+    if walked is None and not paths:
+        return lines, False
+    walked = walked or []  # a PATH's other checks go on without the walk
+    if not paths:  # every lock of the tree; its empty directories are findings too
+        lines += checks.tree(walked)
+        paths = [summary.path for summary in walked if not summary.left_behind]
     if not paths:
-        # Hook: with a tree read on the client (get_children), walk every lock here,
-        # and look for empty lock directories and children of no known layout's shape.
-        why = "no PATH given: name the lock paths to check (every lock needs a tree read)"
-        lines.append(checks.Line("locks", checks.UNCHECKED, why))
         return lines, False
     sessions, why = checks.live_sessions(probe, leader)
     chroot = hosts[hosts.index("/") :] if "/" in hosts else ""
+    strangers = {summary.path: summary.strangers for summary in walked}
     for path in paths:
         lines += _lock(make, answered, chroot, path, sessions, why)
+        lines += checks.strangers(path, strangers.get(path, ()))
     return lines, False
+
+
+def _walk(make: checks.Make, hosts: str, roots: list[str],
+          lines: list[checks.Line]) -> list[checks.LockSummary] | None:  # fmt: skip
+    """The locks at or under ``roots`` (with the directories left empty), read through
+    one member; None (and why, in ``lines``) if the tree cannot be read."""
+    walked: list[checks.LockSummary] = []
+    try:
+        with make(hosts) as client:
+            for root in roots:
+                walked += client.locks(root, left_behind=True)
+    except (ConnectionFailed, LockError) as error:
+        lines.append(checks.Line("locks", checks.UNCHECKED, f"cannot walk the locks: {error}"))
+        return None
+    return walked
 
 
 def _lock(make: checks.Make, answered: list[str], chroot: str, path: str,

@@ -1,9 +1,9 @@
 """What ``zklocks doctor`` checks, each check a function that returns ``Line``s.
 
 Only the public client: ``server_versions()``, ``four_letter()`` (read-only words),
-``lease_report()``, ``sync()`` and ``contenders()``. Nothing is written. A check that the
-servers do not allow (a four-letter word left out of ``4lw.commands.whitelist``) is an
-``unchecked`` line that says why, never a silent pass.
+``lease_report()``, ``sync()``, ``contenders()`` and ``locks()``. Nothing is written. A
+check that the servers do not allow (a four-letter word left out of
+``4lw.commands.whitelist``) is an ``unchecked`` line that says why, never a silent pass.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import Protocol
 
-from zklocks import Client, ConnectionFailed, Contender
+from zklocks import Client, ConnectionFailed, Contender, LockSummary
 from zklocks._cli.sanitise import clean
 
-__all__ = ["Contender", "Line", "Make"]
+__all__ = ["Contender", "Line", "LockSummary", "Make"]
 
 
 class Make(Protocol):
@@ -191,3 +191,32 @@ def ghosts(path: str, line: list[Contender], sessions: set[int] | None, why: str
             )
     if not line:
         yield Line(topic, NOTE, "no contender (the lock is free, or the directory is gone)")
+
+
+def tree(walked: list[LockSummary]) -> Iterator[Line]:
+    """The locks the walk found, and the lock directories left behind empty.
+
+    A persistent directory that had contenders once (kazoo's layout makes its own so)
+    stays until deleted; a container (zklocks' and Curator's) is removed by ZooKeeper
+    within its container check interval (60 s by default). ZooKeeper does not say which
+    a node is (a container's stat shows no owner), so an empty directory is a note, not
+    a finding: one is seen after every release until the container goes."""
+    locks = [clean(summary.path) for summary in walked if not summary.left_behind]
+    yield Line("locks", OK, f"{len(locks)} lock(s) walked" + "".join(f", {p}" for p in locks))
+    for summary in walked:
+        if summary.left_behind:
+            yield Line(f"lock {clean(summary.path)}", NOTE,
+                       "an empty lock directory left behind, unless it is a container that "
+                       "ZooKeeper removes within a minute (it does not say which)",
+                       f"if it stays: delete {summary.path} once nothing uses it")  # fmt: skip
+
+
+def strangers(path: str, names: tuple[str, ...]) -> Iterator[Line]:
+    """Children of a lock's directory that no known layout makes: no lock counts them
+    as contenders, so something else writes there (a mistyped path, a foreign tool)."""
+    for name in names:
+        node = f"{path.rstrip('/')}/{name}"
+        yield Line(f"lock {clean(path)}", FINDING,
+                   f"{clean(node)} is of a shape no known layout (zklocks, Curator, kazoo) "
+                   "makes: no lock sees it", f"find what writes {node}; delete it if nothing "
+                   "needs it")  # fmt: skip

@@ -20,8 +20,10 @@ from typing import Any
 
 import click
 
+from zklocks import Client, Contender
 from zklocks._cli.common import (
     CONTEXT,
+    ELECT,
     EX_NOINPUT,
     age,
     check_path,
@@ -33,6 +35,7 @@ from zklocks._cli.common import (
     seconds,
     verbose_option,
     view_options,
+    words_for,
 )
 from zklocks._cli.options import TEXT
 from zklocks._cli.run import RunOptions, _describe, execute, exit_unless_runnable
@@ -47,9 +50,6 @@ from zklocks._cli.run_options import (
 )
 from zklocks._cli.security import Security, security_options
 from zklocks._cli.status_view import json_time
-from zklocks._core.contenders import Contender, directory_acl, list_contenders
-from zklocks._core.kinds import ELECT, words_for
-from zklocks._sync.client import Client
 
 ELECT_EPILOG = """\b
 Examples:
@@ -204,8 +204,8 @@ def leader(
 
 def _check_election(client: Client, path: str) -> None:
     """Exit 66 when nothing is at ``path``, or a lock of another kind is."""
-    contenders = client._run(list_contenders(path))
-    if not contenders and client._run(directory_acl(path)) is None:
+    contenders = client.contenders(path)
+    if not contenders and client.get_acl(path) is None:
         fail(f"not an election: {path} does not exist", EX_NOINPUT)
     if contenders and all(contender.kind != ELECT.name for contender in contenders):
         kind = words_for(contenders[0].kind)

@@ -22,8 +22,8 @@ from types import FrameType
 
 import click
 
+from zklocks import Lease
 from zklocks._cli.common import EX_LOST
-from zklocks._core.lease import Lease
 
 CHECK_INTERVAL = 1.0
 

@@ -14,9 +14,11 @@ from typing import Any
 
 import click
 
-from zklocks._cli.sanitise import clean
+from zklocks import InvalidArgument
 from zklocks._core import validate
-from zklocks._core.errors import InvalidArgument
+from zklocks._core.shown import as_typed, undecodable
+
+__all__ = ["TEXT", "Identifier", "Seconds", "Text", "as_typed", "undecodable"]
 
 
 class Seconds(click.ParamType):  # type: ignore[type-arg]
@@ -51,27 +53,6 @@ class Seconds(click.ParamType):  # type: ignore[type-arg]
 
     def __repr__(self) -> str:
         return f"Seconds(minimum={self.minimum!r}, allow_inf={self.allow_inf!r})"
-
-
-def undecodable(value: str) -> bool:
-    """Did ``value`` come from bytes that are not UTF-8? Python hands such bytes of an
-    argument or an environment variable over as lone surrogates (PEP 383), which no
-    encoder takes: ZooKeeper, JSON and the terminal all want UTF-8."""
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return True
-    return False
-
-
-def as_typed(value: str) -> str:
-    """``value`` as the user typed it: a byte that is not UTF-8 shown as ``\\xe9``, any
-    other unprintable character escaped, so the message itself prints safely."""
-    try:
-        raw = value.encode("utf-8", "surrogateescape")
-    except UnicodeEncodeError:  # a surrogate that stands for no byte
-        return clean(value, limit=None)
-    return clean(raw.decode("utf-8", "backslashreplace"), limit=None)
 
 
 class Text(click.ParamType):  # type: ignore[type-arg]

@@ -47,6 +47,7 @@ from types import FrameType
 
 import click
 
+from zklocks import AccessDenied, Client, Lease, LeaseUnkeepable, Lock, LockError, LockTimeout
 from zklocks._cli.common import (
     CONTEXT,
     EX_CANNOT_EXECUTE,
@@ -78,10 +79,6 @@ from zklocks._cli.run_options import (
 from zklocks._cli.sanitise import cannot, clean
 from zklocks._cli.security import Security, security_options
 from zklocks._cli.supervise import STOP_SIGNALS, Supervisor, note
-from zklocks._core.errors import AccessDenied, LeaseUnkeepable, LockError, LockTimeout
-from zklocks._core.lease import Lease
-from zklocks._sync.client import Client
-from zklocks._sync.locks import Lock
 
 EPILOG = """\b
 Examples:

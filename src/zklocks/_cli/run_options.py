@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import click
 
-from zklocks._cli.common import F, seconds_option
+from zklocks._cli.common import DEFAULT_SESSION_TIMEOUT, F, seconds_option
 from zklocks._cli.options import Identifier, Seconds
 
 
@@ -48,7 +48,9 @@ def identifier_option(help_text: str) -> Callable[[F], F]:
 
 
 def session_timeout_option(help_text: str) -> Callable[[F], F]:
-    return seconds_option("--session-timeout", minimum=0.1, default=10.0, help_text=help_text)
+    return seconds_option(
+        "--session-timeout", minimum=0.1, default=DEFAULT_SESSION_TIMEOUT, help_text=help_text
+    )
 
 
 kill_after_option = seconds_option(

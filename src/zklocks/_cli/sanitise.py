@@ -18,38 +18,9 @@ from __future__ import annotations
 
 from rich.text import Text
 
-#: A longer value is cut (with its length said): one node's data may be a megabyte.
-LIMIT = 200
+from zklocks._core.shown import LIMIT, clean
 
-
-def clean(value: object, *, newlines: bool = False, limit: int | None = LIMIT) -> str:
-    """``value`` as text that is safe to print: unprintable characters escaped.
-
-    ``newlines=True`` keeps line breaks (a message of several lines we wrote ourselves);
-    ``limit`` cuts a long value (``None``: never).
-    """
-    text = value if isinstance(value, str) else str(value)
-    if limit is not None and len(text) > limit:
-        text = text[: limit - 1] + f"… ({len(text)} characters)"
-    if text.isprintable():
-        return text
-    return "".join(_shown(ch, newlines) for ch in text)
-
-
-_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
-
-
-def _shown(ch: str, newlines: bool) -> str:
-    if ch.isprintable() or (newlines and ch == "\n"):
-        return ch
-    if ch in _NAMED:
-        return _NAMED[ch]
-    code = ord(ch)
-    if code <= 0xFF:
-        return f"\\x{code:02x}"
-    if code <= 0xFFFF:
-        return f"\\u{code:04x}"
-    return f"\\U{code:08x}"
+__all__ = ["LIMIT", "cannot", "clean", "text"]
 
 
 def text(value: object, style: str = "", *, limit: int | None = LIMIT) -> Text:

@@ -15,7 +15,6 @@ argument. A credential is never echoed back: not in errors, not in ``--help``.
 from __future__ import annotations
 
 import functools
-import os
 import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,9 +23,10 @@ from typing import Any, TypeVar
 
 import click
 
-from zklocks._cli.options import Text, as_typed
-from zklocks._core.errors import InvalidArgument
-from zklocks._transport.sasl import SASL
+from zklocks import SASL, InvalidArgument
+from zklocks._cli.options import Text
+from zklocks._frontend import settings
+from zklocks._frontend.settings import SASL_PASSWORD_ENV
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -61,121 +61,6 @@ class Security:
         }
 
 
-SASL_PASSWORD_ENV = "ZKLOCKS_SASL_PASSWORD"
-
-
-def read_password_file(path: Path) -> str:
-    """The password in ``path``: its trailing newline (``echo pw > file``) stripped."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as error:
-        raise click.BadParameter(f"cannot read {as_typed(str(path))}: {error.strerror}") from None
-    except UnicodeDecodeError:
-        raise click.BadParameter(
-            f"{as_typed(str(path))} is not UTF-8 text (its content is not shown here)"
-        ) from None
-    password = text.removesuffix("\n").removesuffix("\r")
-    if not password:
-        raise click.BadParameter(f"{as_typed(str(path))} is empty: it must hold the password")
-    return password
-
-
-def sasl_login(
-    mechanism: str | None,
-    user: str | None,
-    password_file: Path | None,
-    service: str,
-    principal: str | None = None,
-) -> SASL | None:
-    """The ``--sasl-*`` options as a login, or None when none was asked for."""
-    if mechanism == "GSSAPI":
-        if user is not None or password_file is not None:
-            raise click.UsageError(
-                "--sasl-mechanism GSSAPI takes no --sasl-user or password: the ticket comes "
-                "from kinit or KRB5_CLIENT_KTNAME (--sasl-principal picks one)"
-            )
-        try:
-            return SASL("GSSAPI", service=service, principal=principal)
-        except InvalidArgument as error:
-            raise click.UsageError(str(error)) from None
-    if principal is not None:
-        raise click.UsageError("--sasl-principal is for --sasl-mechanism GSSAPI")
-    password_env = os.environ.get(SASL_PASSWORD_ENV)
-    if user is None:
-        if mechanism or password_file:
-            raise click.UsageError("--sasl-mechanism and --sasl-password-file need --sasl-user")
-        return None
-    if password_file is not None:
-        password = read_password_file(password_file)
-    elif password_env:
-        password = password_env
-    else:
-        raise click.UsageError(
-            f"--sasl-user needs a password: --sasl-password-file FILE or {SASL_PASSWORD_ENV} "
-            "(never on the command line, where ps shows it)"
-        )
-    try:
-        return SASL(mechanism or "DIGEST-MD5", username=user, password=password, service=service)
-    except InvalidArgument as error:
-        raise click.UsageError(str(error)) from None
-
-
-def parse_auth(text: str, source: str) -> tuple[str, str]:
-    """``digest:user:password`` -> ``("digest", "user:password")``; errors never show it."""
-    scheme, colon, credential = text.strip().partition(":")
-    if not colon or not scheme or not credential or not scheme.isidentifier():
-        raise click.BadParameter(
-            f"{source} must look like SCHEME:CREDENTIAL, e.g. digest:user:password "
-            "(the value is not shown here)"
-        )
-    if scheme == "digest" and ":" not in credential:
-        raise click.BadParameter(
-            f"{source}: a digest credential is user:password (no ':' after the user)"
-        )
-    return scheme, credential
-
-
-def read_auth_file(path: Path) -> tuple[str, str]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as error:
-        raise click.BadParameter(f"cannot read {as_typed(str(path))}: {error.strerror}") from None
-    except UnicodeDecodeError:  # the message would quote the credential's bytes: not shown
-        raise click.BadParameter(
-            f"{as_typed(str(path))} is not UTF-8 text (its content is not shown here)"
-        ) from None
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    if len(lines) != 1:
-        shown = as_typed(str(path))
-        raise click.BadParameter(f"{shown} must hold exactly one SCHEME:CREDENTIAL line")
-    return parse_auth(lines[0], f"the line in {as_typed(str(path))}")
-
-
-def tls_context(
-    tls: bool, ca: Path | None, cert: Path | None, key: Path | None
-) -> ssl.SSLContext | None:
-    """``--tls`` (system CAs), ``--tls-ca`` (that CA), ``--tls-cert``/``--tls-key``
-    (mutual TLS); any of the files implies ``--tls``."""
-    if not (tls or ca or cert or key):
-        return None
-    if key is not None and cert is None:
-        raise click.BadParameter("--tls-key needs --tls-cert")
-    try:
-        context = ssl.create_default_context(cafile=None if ca is None else str(ca))
-    except (ssl.SSLError, OSError) as error:
-        raise click.BadParameter(f"cannot load the CA file {ca}: {error}") from None
-    if cert is not None:
-        try:
-            context.load_cert_chain(str(cert), None if key is None else str(key))
-        except (ssl.SSLError, OSError) as error:
-            raise click.BadParameter(
-                f"cannot load the client certificate {cert}"
-                + (f" and key {key}" if key else "")
-                + f": {getattr(error, 'reason', None) or error}"
-            ) from None
-    return context
-
-
 _FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
 
 
@@ -188,30 +73,19 @@ def security_options(*, acl: bool = False) -> Callable[[F], F]:
     def decorate(command: F) -> F:
         @functools.wraps(command)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            auth_value = kwargs.pop("auth")
-            auth_file = kwargs.pop("auth_file")
             acl_value = kwargs.pop("acl", "open")
-            context = tls_context(
-                kwargs.pop("tls"), kwargs.pop("tls_ca"), kwargs.pop("tls_cert"),
-                kwargs.pop("tls_key"),
-            )  # fmt: skip
-            if auth_value and auth_file:
-                raise click.UsageError("give either --auth (ZKLOCKS_AUTH) or --auth-file")
-            auth: tuple[tuple[str, str], ...] = ()
-            if auth_file is not None:
-                auth = (read_auth_file(auth_file),)
-            elif auth_value:
-                auth = (parse_auth(auth_value, "--auth (or ZKLOCKS_AUTH)"),)
-            login = sasl_login(
-                kwargs.pop("sasl_mechanism"), kwargs.pop("sasl_user"),
-                kwargs.pop("sasl_password_file"), kwargs.pop("sasl_service"),
-                kwargs.pop("sasl_principal"),
-            )  # fmt: skip
-            if acl_value == "creator" and not auth and login is None:
-                raise click.UsageError(
-                    "--acl creator needs credentials: --sasl-user, --auth-file FILE, "
-                    "ZKLOCKS_AUTH or --auth"
-                )
+            try:
+                auth, context, login = settings.security(
+                    kwargs.pop("auth"), kwargs.pop("auth_file"), acl_value, kwargs.pop("tls"),
+                    kwargs.pop("tls_ca"), kwargs.pop("tls_cert"), kwargs.pop("tls_key"),
+                    (kwargs.pop("sasl_mechanism"), kwargs.pop("sasl_user"),
+                     kwargs.pop("sasl_password_file"), kwargs.pop("sasl_service"),
+                     kwargs.pop("sasl_principal")),
+                )  # fmt: skip
+            except settings.BadValue as error:
+                raise click.BadParameter(str(error)) from None
+            except InvalidArgument as error:
+                raise click.UsageError(str(error)) from None
             security = Security(auth=auth, acl=acl_value, ssl=context, sasl=login)
             return command(*args, security=security, **kwargs)
 

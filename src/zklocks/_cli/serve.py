@@ -29,12 +29,14 @@ from types import FrameType
 
 import click
 
+from zklocks import AccessDenied, Client, InvalidPath, LockError
 from zklocks._cli.common import (
     CONTEXT,
     EX_NOPERM,
     connect,
     connection_options,
     fail,
+    lock_path,
     not_ignored,
     signals_blocked,
 )
@@ -49,9 +51,6 @@ from zklocks._cli.serve_metrics import (
     registry_for,
 )
 from zklocks._cli.serve_state import Board, Feed, read_one
-from zklocks._core.errors import AccessDenied, InvalidPath, LockError
-from zklocks._core.validate import lock_path
-from zklocks._sync.client import Client
 
 DEFAULT_LISTEN = "127.0.0.1:9112"
 SERVERS_EVERY = 60.0  # seconds between reads of the members' versions (zklocks_server_info)

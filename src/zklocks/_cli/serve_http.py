@@ -23,6 +23,8 @@ from collections.abc import Callable, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from zklocks import AccessDenied, ClientClosed, InvalidPath, LockError
+from zklocks._cli.common import lock_path
 from zklocks._cli.sanitise import clean
 from zklocks._cli.serve_state import (
     Board,
@@ -33,8 +35,6 @@ from zklocks._cli.serve_state import (
     under,
 )
 from zklocks._cli.status_view import json_time
-from zklocks._core.errors import AccessDenied, ClientClosed, InvalidPath, LockError
-from zklocks._core.validate import lock_path
 
 log = logging.getLogger("zklocks.serve")
 

@@ -37,20 +37,8 @@ import threading
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from zklocks._cli.inspect import LockSummary, walk_locks
+from zklocks import Client, ClientClosed, LockError, LockSummary, WatchedEvent
 from zklocks._cli.status_view import json_time, note_grants, snapshot
-from zklocks._core.errors import ClientClosed, LockError
-from zklocks._core.flow import access_denied
-from zklocks._protocol.constants import AddWatchMode
-from zklocks._protocol.errors import (
-    MarshallingError,
-    NoAuthError,
-    UnimplementedError,
-    ZooKeeperError,
-)
-from zklocks._protocol.records import AddWatch
-from zklocks._sync.client import Client
-from zklocks._vocabulary import WatchEvent
 
 log = logging.getLogger("zklocks.serve")
 
@@ -149,7 +137,7 @@ class Feed:
         # per lock path: the nodes seen waiting, and when each was seen granted (epoch s)
         self._seen_waiting: dict[str, set[str]] = {}
         self._granted: dict[str, dict[str, float]] = {}
-        self._thread = threading.Thread(target=self._run, name="zklocks-serve-feed")
+        self._thread = threading.Thread(target=self._feed, name="zklocks-serve-feed")
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -184,7 +172,7 @@ class Feed:
             self._everything_dirty = True
         self._wake.set()
 
-    def _on_watch(self, event: WatchEvent) -> None:
+    def _on_watch(self, event: WatchedEvent) -> None:
         parent = event.path.rsplit("/", 1)[0] or "/"
         with self._mutex:
             self._dirty.update((event.path, parent))  # a contender's lock, or a lock itself
@@ -192,7 +180,7 @@ class Feed:
 
     # -- the feed thread -----------------------------------------------------------------
 
-    def _run(self) -> None:
+    def _feed(self) -> None:
         while not self._stopping:
             self._wake.wait()
             self._wake.clear()
@@ -207,7 +195,7 @@ class Feed:
                 self.error = None
             except ClientClosed:
                 return  # stopped under us
-            except (LockError, ZooKeeperError) as error:
+            except LockError as error:
                 if self._stopping:
                     return  # the client was stopped mid-pass
                 # the connection went down mid-pass (it is read again when it is back), or
@@ -220,22 +208,10 @@ class Feed:
     def _watch_paths(self) -> bool:
         """Add the persistent watches, once per session (a new session has none); True
         when it added them."""
-        session = self.client._session_or_raise()
-        session_id = session.session_id()
+        session_id = self.client.session_id()
         if session_id == self._watched_session:
             return False
-        # addWatch is not among the lock flows' requests (ops.Request); the session sends
-        # any request the codec knows
-        requests: Any = [AddWatch(root, AddWatchMode.PERSISTENT_RECURSIVE) for root in self.roots]
-        replies = session.call(requests, None, self._on_watch)
-        for root, reply in zip(self.roots, replies, strict=True):
-            if isinstance(reply, (UnimplementedError, MarshallingError)):
-                # a server before 3.6 does not know addWatch (it may drop the connection)
-                raise LockError(f"cannot watch {root}: ZooKeeper 3.6 or later is needed")
-            if isinstance(reply, NoAuthError):
-                raise access_denied(root, "watch")
-            if isinstance(reply, BaseException):
-                raise LockError(f"cannot watch {root}: {reply}")
+        self.client.watch_tree(self.roots, self._on_watch)
         self._watched_session = session_id
         return True
 
@@ -243,8 +219,7 @@ class Feed:
         """Walk the paths; read the locks that are new, dirty (``None``: all) or gone."""
         summaries: dict[str, LockSummary] = {}
         for root in self.roots:
-            for summary in self.client._run(walk_locks(root)):
-                summaries[summary.path] = summary
+            summaries.update((found.path, found) for found in self.client.locks(root))
         locks: dict[str, LockView] = {}
         for path in sorted(set(summaries) | set(board.locks)):
             before = board.locks.get(path)

@@ -12,8 +12,7 @@ from types import FrameType
 
 import click
 
-from zklocks._certs import TLSFiles
-from zklocks._cli.common import CONTEXT, EX_UNAVAILABLE, fail
+from zklocks._cli.common import CONTEXT, EX_UNAVAILABLE, TLSFiles, fail
 from zklocks._cli.options import Text, as_typed, undecodable
 from zklocks.server import (
     PortInUse,

@@ -15,23 +15,21 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from zklocks import Client, LockError, LockSummary
 from zklocks._cli.common import (
     CONTEXT,
     EX_NOINPUT,
     client_for,
     connection_options,
     fail,
+    lock_path,
     view_options,
 )
-from zklocks._cli.inspect import LockSummary, walk_locks
 from zklocks._cli.options import TEXT
 from zklocks._cli.sanitise import text
 from zklocks._cli.security import Security, security_options
 from zklocks._cli.status_view import new_console, print_clean, render, snapshot
 from zklocks._cli.status_watch import watch as watch_lock
-from zklocks._core.errors import LockError
-from zklocks._core.validate import lock_path
-from zklocks._sync.client import Client
 
 STATUS_EPILOG = """\b
 Examples:
@@ -107,7 +105,7 @@ def _path_argument(path: str) -> str:
 
 
 def _hint_not_a_lock(client: Client, path: str, console: Console) -> None:
-    locks = client._run(walk_locks(path))
+    locks = client.locks(path)
     below = [summary.path for summary in locks if summary.path != path]
     if below:
         shown = ", ".join(below[:3]) + (" ..." if len(below) > 3 else "")
@@ -131,7 +129,7 @@ def ls(root: str, as_json: bool, hosts: str, connect_timeout: float, security: S
     if root != "/":
         root = _path_argument(root)
     with client_for("list", root, hosts, connect_timeout, security) as client:
-        summaries = client._run(walk_locks(root))
+        summaries = client.locks(root)
         missing = not summaries and client.exists(root) is None
     if missing:  # as status and leader: a typo'd root is not "no locks"
         fail(f"no such path: {root} does not exist", EX_NOINPUT)

@@ -14,14 +14,18 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from zklocks._cli.common import age, seconds
-from zklocks._cli.inspect import Place, line_up
+from zklocks import Client
+from zklocks._cli.common import (
+    Place,
+    age,
+    line_up,
+    perm_letters,
+    seconds,
+    short_name,
+    show_id,
+    words_for,
+)
 from zklocks._cli.sanitise import clean, text
-from zklocks._core import dialects as _dialects
-from zklocks._core.contenders import directory_acl, list_contenders
-from zklocks._core.kinds import words_for
-from zklocks._core.security import perm_letters, show_id
-from zklocks._sync.client import Client
 
 REDRAW_INTERVAL = 1.0  # durations tick on screen; ZooKeeper is not asked again
 
@@ -37,8 +41,8 @@ def json_time(moment: dt.datetime) -> str:
 
 def snapshot(client: Client, path: str) -> dict[str, Any]:
     """The state of one lock as a JSON-ready dict (the ``--json`` document)."""
-    contenders = client._run(list_contenders(path))
-    acl = client._run(directory_acl(path))
+    contenders = client.contenders(path)
+    acl = client.get_acl(path)
     now = dt.datetime.now(tz=dt.UTC)
     entries = [_entry(place, now) for place in line_up(contenders)]
     holders = [e for e in entries if e["holder"]]
@@ -51,7 +55,7 @@ def snapshot(client: Client, path: str) -> dict[str, Any]:
         # who may do what in the lock directory (a digest's password hash is left out)
         "acl": None
         if acl is None
-        else [{"id": show_id(e.id.scheme, e.id.id), "perms": perm_letters(e.perms)} for e in acl],
+        else [{"id": show_id(e.scheme, e.id), "perms": perm_letters(e.perms)} for e in acl],
     }
 
 
@@ -100,18 +104,6 @@ def note_grants(
 
 
 # -- drawing ------------------------------------------------------------------------
-
-
-def _short(node: str) -> str:
-    """``lock-<32 hex>-0000000007`` -> ``lock-…0007``: enough to tell nodes apart."""
-    name = node.rsplit("/", 1)[1]
-    peer = _dialects.read_any(name)
-    if peer is not None and peer.dialect != "zklocks":  # Curator's, kazoo's
-        return f"{peer.dialect}:{peer.kind}-…{name[-4:]}"
-    parts = name.split("-")
-    if len(parts) >= 3 and parts[-1].lstrip("-").isdigit():
-        return f"{parts[0]}-…{parts[-1][-4:]}"
-    return name
 
 
 def _kind(entry: dict[str, Any]) -> str:
@@ -163,7 +155,7 @@ def render(state: dict[str, Any], *, observed_at: float | None = None) -> Render
             state_text.append("*", style="red")
             leftovers = True
         watches = ", ".join(
-            f"#{positions[n]}" if n in positions else _short(n) for n in entry["waits_for"]
+            f"#{positions[n]}" if n in positions else short_name(n) for n in entry["waits_for"]
         )
         table.add_row(
             str(entry["position"]),

@@ -46,8 +46,15 @@ from rich.console import Group, RenderableType
 from rich.live import Live
 from rich.text import Text
 
-from zklocks._cli.common import Failure, connect, fail, not_ignored, signals_blocked
-from zklocks._cli.inspect import arm_change_watch
+from zklocks import Client, ClientClosed, LockError
+from zklocks._cli.common import (
+    Failure,
+    arm_change_watch,
+    connect,
+    fail,
+    not_ignored,
+    signals_blocked,
+)
 from zklocks._cli.sanitise import cannot, clean
 from zklocks._cli.security import Security
 from zklocks._cli.status_view import (
@@ -58,8 +65,6 @@ from zklocks._cli.status_view import (
     render,
     snapshot,
 )
-from zklocks._core.errors import ClientClosed, LockError
-from zklocks._sync.client import Client
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 RETRIES = 3  # listings in a row that may fail while the connection is down

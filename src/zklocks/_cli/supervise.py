@@ -31,9 +31,9 @@ from typing import Any
 
 import click
 
+from zklocks import Lease
 from zklocks._cli.common import EX_CANNOT_EXECUTE, EX_LOST, EX_NOT_FOUND, signals_blocked
 from zklocks._cli.sanitise import clean
-from zklocks._core.lease import Lease
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 #: What a terminal sends the whole foreground process group: not forwarded in foreground.

@@ -38,7 +38,15 @@ from zklocks._protocol.errors import (
 )
 from zklocks._vocabulary import WatchedEvent, Watcher
 
-__all__ = ["Read", "UserWatch", "exists", "get", "get_children", "watcher_of"]
+__all__ = [
+    "Read",
+    "UserWatch",
+    "exists",
+    "get",
+    "get_children",
+    "required_watcher",
+    "watcher_of",
+]
 
 UserWatch = Callable[[WatchedEvent], object]
 """What ``watch=`` takes: a callable given one ``WatchedEvent``."""
@@ -58,6 +66,14 @@ def watcher_of(watch: object) -> Watcher | None:
     if watch is None or callable(watch):
         return watch
     raise InvalidArgument(f"watch must be a callable taking a WatchedEvent, or None, not {watch!r}")
+
+
+def required_watcher(watch: object) -> Watcher:
+    """``watch=`` where a watch is the point of the call: None is refused too."""
+    checked = watcher_of(watch)
+    if checked is None:
+        raise InvalidArgument("watch must be a callable taking a WatchedEvent, not None")
+    return checked
 
 
 def get(path: str, watcher: Watcher | None) -> Generator[Op, Any, tuple[bytes, Stat]]:

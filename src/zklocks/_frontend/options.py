@@ -15,9 +15,9 @@ from zklocks._core import validate as _validate
 from zklocks._core.errors import InvalidArgument
 from zklocks._transport.connection import Connection
 from zklocks._transport.sasl import SASL
+from zklocks._vocabulary import DEFAULT_SESSION_TIMEOUT as DEFAULT_SESSION_TIMEOUT
 
 DEFAULT_HOSTS = "127.0.0.1:2181"
-DEFAULT_SESSION_TIMEOUT = 10.0
 DEFAULT_CONNECT_TIMEOUT = 15.0
 
 

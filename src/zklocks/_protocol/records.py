@@ -236,6 +236,9 @@ class AddWatch:
 
     path: str
     mode: AddWatchMode = AddWatchMode.PERSISTENT_RECURSIVE
+    # read by drivers, as a ``_NodeRequest``'s (``client.watch_tree`` runs it as a flow)
+    deadline: float | None = None
+    retry: bool = False
 
 
 MultiOp: TypeAlias = Create | Delete | SetData | Check

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
 
 from zklocks._core import contenders as _contenders
@@ -11,13 +11,18 @@ from zklocks._core import events as _events
 from zklocks._core import reads as _reads
 from zklocks._core import revoke as _revoke
 from zklocks._core import validate as _validate
+from zklocks._core.breaking import Holder
+from zklocks._core.contenders import Contender
 from zklocks._core.events import ConnectionState
-from zklocks._core.flow import Acquired, Flow
+from zklocks._core.flow import Acquired
+from zklocks._core.inspect import LockSummary
 from zklocks._core.lease import Lease
 from zklocks._core.nodes import ELECTION_KIND
 from zklocks._core.ops import Stat
 from zklocks._core.reads import UserWatch
+from zklocks._core.security import ACL
 from zklocks._frontend import server_check as _server_check
+from zklocks._frontend import tools as _tools
 from zklocks._frontend.holdings import LockConfig
 from zklocks._frontend.lockmaker import LockMaker, SessionFactory, show_concrete_types
 from zklocks._frontend.options import Security
@@ -252,11 +257,77 @@ class Client(LockMaker[Lock, ReadWriteLock, StartableSession]):
         """
         return _server_check.ask_member(member, word, self._ssl)
 
-    # -- for the lock classes and tools ------------------------------------------------
+    # -- for tools: what ``zklocks status``, ``break`` and ``serve`` see ------------------
 
-    def _run(self, flow: Flow) -> Any:
-        """Run a read-only flow (e.g. ``list_contenders``) on this client's session."""
-        return driver.run(flow, self._session_or_raise())
+    def locks(self, root: str = "/", *, left_behind: bool = False) -> list[LockSummary]:
+        """Every lock at or under ``root`` (sorted by path), of any layout, each summed
+        up: ``path``, ``kinds``, ``permits``, ``holders``, ``waiters`` and the holders'
+        ``tokens``. A lock is a node with contender children; other nodes are descended
+        into (not ``/zookeeper``, nor those this identity may not list). About one round
+        trip per level. ``AccessDenied`` if ``root`` itself may not be listed.
+        ``left_behind=True`` (what ``zklocks doctor`` checks) also lists the directories
+        left empty and names each lock's ``strangers`` (see ``LockSummary``)."""
+        summaries: list[LockSummary] = driver.run(_tools.locks(self, root, left_behind))
+        return summaries
+
+    def contenders(self, path: str) -> list[Contender]:
+        """Every contender of the lock at ``path``, of any layout: holders first, then
+        waiters in line order (as ``Lock.contenders()``, without making a lock)."""
+        found: list[Contender] = driver.run(_tools.contenders(self, path))
+        return found
+
+    def holders(self, path: str) -> list[Holder]:
+        """The current holders of the lock at ``path``, of any layout, in line order:
+        ``node``, ``token``, ``version``, ``identifier``, ``host``, ``pid``, as read now.
+        What ``zklocks break`` shows before it breaks them."""
+        found: list[Holder] = driver.run(_tools.holders(self, path))
+        return found
+
+    def break_holders(self, holders: Sequence[Holder]) -> str | None:
+        """An administrator's forced release: delete the nodes of ``holders`` (from
+        ``holders()``) all at once, each only if unchanged since it was read. None when
+        done, else why nothing was deleted (a holder changed meanwhile, say).
+        ``AccessDenied`` if the ACL forbids it. Unlike ``revoke`` the holders are not
+        asked: each one's lease is lost, and its work must be fenced (docs/fencing.md)."""
+        refused: str | None = driver.run(_tools.break_holders(self, holders))
+        return refused
+
+    def get_acl(self, path: str) -> list[ACL] | None:
+        """The ACL of the node at ``path`` as stored, or None if there is no such node."""
+        acl: list[ACL] | None = driver.run(_tools.get_acl(self, path))
+        return acl
+
+    def delete_tree(self, root: str) -> list[str]:
+        """Delete ``root`` and every node under it, deepest first; the paths left over (a
+        node that gained a child meanwhile, such as a lock someone still queues for)."""
+        left: list[str] = driver.run(_tools.delete_tree(self, root))
+        return left
+
+    def watch_lock(self, path: str, watch: UserWatch) -> bool:
+        """Call ``watch`` once (with a ``WatchedEvent``) when a contender joins or leaves
+        the lock at ``path``, or ``path`` is created, or the session ends. False when a
+        change may already have happened: look again at once. Set the watch, *then* list
+        the contenders, then wait for it: then no change is missed (nothing polls)."""
+        set_: bool = driver.run(_tools.watch_lock(self, path, self._apart(watch)))
+        return set_
+
+    def watch_tree(self, roots: Sequence[str], watch: UserWatch) -> None:
+        """Call ``watch`` for every node created, deleted or changed at or under each of
+        ``roots``, for as long as this session lives (ZooKeeper 3.6+ persistent recursive
+        watches; ``LockError`` before 3.6). A new session (``session_id()`` changed) has
+        none: set them again."""
+        driver.run(_tools.watch_tree(self, roots, self._apart(watch)))
+
+    def session_id(self) -> int:
+        """The id of the session this client has now; it changes after an expiry."""
+        found: int = driver.run(_tools.session_id(self))
+        return found
+
+    def _apart(self, watch: UserWatch) -> ApartWatcher:
+        checked = _reads.required_watcher(watch)
+        return ApartWatcher(checked, self._session_or_raise().in_background)
+
+    # -- for the lock classes ----------------------------------------------------------
 
     def _after_fork_in_child(self) -> None:
         """(``forks``) In a forked child: refuse every call from now on; the leases read

@@ -62,6 +62,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from zklocks import _vocabulary
 from zklocks._errors import InvalidArgument
 from zklocks._protocol import codec
 from zklocks._protocol.constants import DEFAULT_MAX_BUFFER
@@ -113,7 +114,7 @@ class Connection:
         self,
         hosts: str,
         *,
-        session_timeout: float = 10.0,
+        session_timeout: float = _vocabulary.DEFAULT_SESSION_TIMEOUT,
         ssl: _ssl.SSLContext | None = None,
         auth: Sequence[tuple[str, bytes]] = (),
         sasl: SASL | None = None,

@@ -48,6 +48,7 @@ from zklocks._protocol.errors import (
     ZooKeeperError,
 )
 from zklocks._vocabulary import (
+    DEFAULT_SESSION_TIMEOUT,
     SessionFacts,
     SessionListener,
     SessionState,
@@ -145,7 +146,7 @@ class SimServer:
         """A started session (``session_timeout``, ``connect_timeout`` in seconds)."""
         session = SimSession(
             self,
-            session_timeout=kwargs.get("session_timeout", 10.0),
+            session_timeout=kwargs.get("session_timeout", DEFAULT_SESSION_TIMEOUT),
             connect_timeout=kwargs.get("connect_timeout", 15.0),
         )
         session.start()
