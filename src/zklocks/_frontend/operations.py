@@ -31,6 +31,7 @@ from zklocks._core import revoke as _revoke
 from zklocks._core.contenders import Contender, list_contenders
 from zklocks._core.deadline import Clock, Deadline
 from zklocks._core.errors import ClientClosed, LeaseUnkeepable, LockError, NotHeld
+from zklocks._core.layouts import ZKLOCKS
 from zklocks._core.lease import LeaseBase
 from zklocks._core.ops import Op
 from zklocks._core.steps import await_children_change
@@ -150,7 +151,7 @@ def acquire(
     # the probe's clock starts first: a timed-out wait then measures >= its timeout
     probe = _events.AcquireProbe(lock.kind, lock.path, lock._config.layout.name)
     deadline = Deadline.after(timeout, clock=session.facts.clock)
-    spec = lock._config.spec(owner_name, deadline.at, blocking)
+    spec = lock._config.spec(owner_name, deadline.at, blocking, session.facts.clock)
     acquired = yield from probe.watch((start or _flow.acquire)(spec))
     if acquired is None:
         return None
@@ -198,7 +199,7 @@ def let_go(lock: LockCore[L], lease: L) -> None:
     last = lock._holdings.leave_lease(lease, if_held=True)
     if last is None:
         return
-    deletion = end(last)
+    deletion = end(last, mark=lock._config.layout is ZKLOCKS)
     try:
         session = lock._client._session_or_none()
     except ClientClosed:
@@ -216,21 +217,23 @@ def _deleted(path: str, deletion: Generator[Op, Any, bool]) -> Operation[None]:
 
 def give_up(lock: LockCore[L], lease: L) -> Operation[None]:
     """End ``lease`` and delete its node (nothing is sent once the client stopped)."""
-    deletion = end(lease)
+    deletion = end(lease, mark=lock._config.layout is ZKLOCKS)
     session = lock._client._session_or_none()
     if session is not None:
         yield Use(session)
         yield from deletion
 
 
-def end(lease: LeaseBase) -> Generator[Op, Any, bool]:
+def end(lease: LeaseBase, *, mark: bool = False) -> Generator[Op, Any, bool]:
     """End ``lease`` (a later loss is no longer news) and return the flow that deletes
-    its node; the simulator's clients release through here too."""
+    its node; the simulator's clients release through here too. ``mark``: count a clean
+    release on the lock directory (the zklocks layout), which a successor with a
+    ``lock_delay`` reads (``zklocks._core.lock_delay``)."""
     # once lost (our node deleted by someone, say), whoever holds the lock now may
     # not be us: the one-node release then reads the node before deleting it
     owner = 0 if lease.lost else lease.owner
     lease._end()
-    return _flow.release(lease.node, lease.token, owner)
+    return _flow.release(lease.node, lease.token, owner, mark=mark)
 
 
 def take_back(path: str, lease: LeaseBase) -> Operation[None]:
