@@ -10,12 +10,14 @@ grant before ``lost_at + DELAY`` would break the rule. Each kind runs with the s
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from test_cli_run import zklocks as zklocks_command
 
 import zklocks
 from helpers import KINDS, blocker_kind, expire_session, run_scenario
@@ -196,3 +198,39 @@ def test_async_successor_lock_delay(
             await successor.release()
 
     run_scenario(scenario)
+
+
+def test_cli_run_lock_delay_waits_after_a_break_and_not_after_a_release(
+    clients: tuple[zklocks.Client, zklocks.Client], zk_server: ZooKeeperServer, kazoo: Any
+) -> None:
+    """``zklocks run --lock-delay``: the command starts (and writes the time) no earlier
+    than the delay after the holder's node was broken."""
+    holder, waiter = clients
+    for cause in ("break", "clean"):
+        path = unique(f"cli-{cause}")
+        lock = holder.lock(path)
+        lease = lock.acquire(timeout=5)
+        process = zklocks_command(
+            zk_server.hosts,
+            "run",
+            path,
+            "--lock-delay",
+            str(DELAY),
+            "--",
+            sys.executable,
+            "-c",
+            "import time; print(time.monotonic())",
+        )
+        _wait_queued(waiter, path, 2)
+        lost_at = time.monotonic()
+        if cause == "break":
+            kazoo.delete(lease.node)
+        else:
+            lock.release()
+        out, err = process.communicate(timeout=30)
+        assert process.returncode == 0, err
+        started_at = float(out.split()[0])
+        if cause == "break":
+            assert started_at >= lost_at + DELAY, started_at - lost_at
+        else:
+            assert started_at - lost_at < DELAY, started_at - lost_at
