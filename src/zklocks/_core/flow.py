@@ -269,6 +269,8 @@ def _protected_create(spec: AcquireSpec, attempt: Attempt) -> Generator[Op, Any,
             listed: Any = children
             if isinstance(listed, Children):
                 children, attempt.directory = listed.names, listed.stat
+            if not isinstance(children, list) and spec.lock_delay is not None:
+                children, attempt.directory = yield from _list_with_stat(spec)
             if not isinstance(children, list):
                 children = yield from list_children(spec)
             attempt.children = children
@@ -298,7 +300,11 @@ def _find_own_node(
     losses = 0
     retry = deadline is not None  # within an acquire: it follows a failed create
     while True:
-        children = yield GetChildren(spec.path, deadline=deadline, retry=retry)
+        children = yield GetChildren(
+            spec.path, deadline=deadline, retry=retry, with_stat=spec.lock_delay is not None
+        )
+        if isinstance(children, Children):
+            attempt.directory, children = children.stat, children.names
         if children is TIMED_OUT:
             raise no_connection_in_time(spec.path)
         if isinstance(children, ConnectionLossError):
@@ -342,7 +348,7 @@ def _wait_in_line(
     losses = _loss_watch(spec)
     line = dialect.line_up_to(me, attempt.children)
     if losses is not None and line is not None:
-        losses.listed(attempt.children, attempt.directory, _holders_ahead(spec, me, line))
+        losses.listed(attempt.children, attempt.directory, line, me)
     attempt.children = []
     while True:
         if line is None:
@@ -396,19 +402,13 @@ def _wait_in_line(
         names, directory = yield from _list_with_stat(spec)
         line = dialect.line_up_to(me, names)
         if line is not None:
-            losses.listed(names, directory, _holders_ahead(spec, me, line))
+            losses.listed(names, directory, line, me)
 
 
 def _loss_watch(spec: AcquireSpec) -> _lock_delay.LossWatch | None:
     if spec.lock_delay is None:
         return None
-    return _lock_delay.LossWatch(spec.lock_delay, spec.clock)
-
-
-def _holders_ahead(
-    spec: AcquireSpec, me: _nodes.NodeName, line: list[_nodes.NodeName]
-) -> frozenset[str]:
-    return _lock_delay.holders_ahead(spec.layout.rules, me, line)
+    return _lock_delay.LossWatch(spec.lock_delay, spec.clock, spec.layout.rules)
 
 
 def _list_with_stat(spec: AcquireSpec) -> Generator[Op, Any, tuple[list[str], Stat | None]]:

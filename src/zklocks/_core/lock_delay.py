@@ -58,7 +58,7 @@ from zklocks._protocol.records import SetData
 
 log = logging.getLogger("zklocks.lock")
 
-__all__ = ["LockDelayWait", "LossWatch", "holders_ahead", "release_marked"]
+__all__ = ["LockDelayWait", "LossWatch", "release_marked"]
 
 _RETRIES = 2  # as the flow's CLEANUP_RETRIES: drops in a row that mean a broken server
 
@@ -97,25 +97,41 @@ class LossWatch:
 
     delay: float
     clock: Callable[[], float]
+    rules: Rules
     version: int | None = None  # the directory's data version at our last listing
-    holders: frozenset[str] = frozenset()  # who held ahead of us then
+    ahead: tuple[NodeName, ...] = ()  # the line ahead of us then, in order
     lost_at: float | None = None  # when we last saw a holder ahead go abnormally
     lost_node: str = ""
 
-    def listed(self, names: Sequence[str], stat: Stat | None, holders: frozenset[str]) -> None:
+    def listed(
+        self, names: Sequence[str], stat: Stat | None, line: Sequence[NodeName], me: NodeName
+    ) -> None:
         """A listing: compare it with the last one, then remember it (``stat`` None: a
-        listing without the directory's stat, the adoption of a node after a lost reply)."""
-        if stat is None:
-            self.version = None
-        else:
-            if self.version is not None:
-                gone = self.holders.difference(names)
-                clean = (stat.version - self.version) & 0xFFFFFFFF  # int32 wraps
-                if len(gone) > clean:
+        listing without the directory's stat, the adoption of a node after a lost reply).
+
+        Of the nodes ahead that have gone since, as many left cleanly as releases were
+        counted meanwhile (for an exclusive kind every counted release is one of theirs).
+        The others left unmarked: a waiter that gave up, or a loss. A gone node that the
+        rules would not grant even on the line still here never held (rules are
+        monotone, and the line only shrank ahead of it): its leaving explains one
+        unmarked departure. More unmarked departures than such never-holders: a node
+        that held, or could have, was lost abnormally.
+        """
+        if stat is not None and self.version is not None:
+            present = set(names)
+            gone = [node for node in self.ahead if node.name not in present]
+            unmarked = len(gone) - ((stat.version - self.version) & 0xFFFFFFFF)  # int32 wraps
+            if unmarked > 0:
+                could_hold = [node for node in gone if self._could_have_held(node, present)]
+                if unmarked > len(gone) - len(could_hold):
                     self.lost_at = self.clock()
-                    self.lost_node = min(gone)
-            self.version = stat.version
-        self.holders = holders
+                    self.lost_node = could_hold[0].name
+        self.version = None if stat is None else stat.version
+        self.ahead = tuple(_ahead_of(me, line))
+
+    def _could_have_held(self, node: NodeName, present: set[str]) -> bool:
+        rest = [n for n in self.ahead if n.name in present or n.name == node.name]
+        return isinstance(self.rules.decide(node, rest), Granted)
 
     def until(self) -> float | None:
         """When our grant may be reported, if that is later than now."""
@@ -144,11 +160,10 @@ class LossWatch:
         return deadline is None or until <= deadline
 
 
-def holders_ahead(rules: Rules, me: NodeName, line: Sequence[NodeName]) -> frozenset[str]:
-    """The names of the contenders before ``me`` in ``line`` that hold now."""
+def _ahead_of(me: NodeName, line: Sequence[NodeName]) -> list[NodeName]:
     ahead: list[NodeName] = []
     for node in line:
         if node.name == me.name:
             break
         ahead.append(node)
-    return frozenset(n.name for n in ahead if isinstance(rules.decide(n, line), Granted))
+    return ahead

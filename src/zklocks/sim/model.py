@@ -126,6 +126,18 @@ class Node:
         return self.stat()
 
 
+@dataclass(frozen=True, slots=True)
+class Removal:
+    """An ephemeral node's deletion: when, which, whether by a marked (clean) release,
+    and its directory's children just before (the line it left)."""
+
+    at: float
+    directory: str
+    name: str
+    marked: bool
+    children: tuple[str, ...]
+
+
 @dataclass(slots=True)
 class SessionRecord:
     """A live session as the server knows it."""
@@ -157,6 +169,8 @@ class Model:
         self.nodes: dict[str, Node] = {"/": Node(b"", 0, epoch_ms)}
         self.sessions: dict[int, SessionRecord] = {}
         self.outbox: list[Notification] = []
+        self.removals: list[Removal] = []  # of ephemeral nodes, for the lock-delay checks
+        self._marking = False  # inside a marked release (``release_marked``)
         self._next_session = _FIRST_SESSION
         self._data_watches: dict[str, dict[int, None]] = {}
         self._child_watches: dict[str, dict[int, None]] = {}
@@ -326,7 +340,11 @@ class Model:
             raise ValueError(f"the simulator models one multi only: {multi!r}")
         self.zxid += 1
         self.writes += 1
-        self._remove(path, self.zxid)
+        self._marking = True
+        try:
+            self._remove(path, self.zxid)
+        finally:
+            self._marking = False
         directory = self.nodes[parent]
         directory.data = data
         directory.mzxid = self.zxid
@@ -434,6 +452,10 @@ class Model:
         node = self.nodes.pop(path)
         parent_path = _parent(path)
         parent = self.nodes[parent_path]
+        if node.ephemeral_owner != 0:
+            name = path.rsplit("/", 1)[1]
+            siblings = tuple(parent.children)
+            self.removals.append(Removal(self.now, parent_path, name, self._marking, siblings))
         del parent.children[path.rsplit("/", 1)[1]]
         parent.pzxid = zxid  # cversion counts creates only (3.8's PrepRequestProcessor)
         if node.ephemeral_owner != 0:
