@@ -269,6 +269,7 @@ def _protected_create(spec: AcquireSpec, attempt: Attempt) -> Generator[Op, Any,
             listed: Any = children
             if isinstance(listed, Children):
                 children, attempt.directory = listed.names, listed.stat
+            # the pipelined listing was lost: list again, with the count (seed 635)
             if not isinstance(children, list) and spec.lock_delay is not None:
                 children, attempt.directory = yield from _list_with_stat(spec)
             if not isinstance(children, list):
@@ -300,6 +301,7 @@ def _find_own_node(
     losses = 0
     retry = deadline is not None  # within an acquire: it follows a failed create
     while True:
+        # an adopted node's first count is read here (simulator seed 82)
         children = yield GetChildren(
             spec.path, deadline=deadline, retry=retry, with_stat=spec.lock_delay is not None
         )

@@ -18,10 +18,9 @@ How a contender tells the two apart, with no request of its own (docs/locks.md,
   take-back) deletes the node alone, leaving the count as it was.
 * **The listing reads it.** A contender with a ``lock_delay`` lists the directory with
   ``getChildren2``, whose reply carries the directory's ``Stat``: the same request it
-  sends today, one stat more in the reply. Between two of its listings, the holders ahead
-  of it that have gone number at most the releases counted meanwhile if all of them let
-  go cleanly; more gone than counted means one at least was lost abnormally, and it
-  remembers when it saw that.
+  sends today, one stat more in the reply. Between two of its listings, it compares the
+  nodes ahead of it that have gone with the releases counted meanwhile
+  (``LossWatch.listed`` says how), and remembers when it saw a loss.
 * **The takeover listing.** A waiter second in line proves its grant after its
   predecessor's deletion with one request; with a ``lock_delay`` that request is the
   listing (it shows our node as ``exists`` would) instead of ``exists``: the same count.
@@ -32,9 +31,10 @@ still exist (one ``exists``: only on this rare path).
 
 Limits, said in docs/locks.md: the count cannot tell *whose* release it saw, so a
 contender beside us (another reader, another permit) that was granted and released
-cleanly between two of our listings can make up for a loss it did not see; and a
+cleanly between two of our listings can make up for a loss it did not see; a
 newcomer whose first listing comes after the loss has no earlier count to compare
-with, so it is not delayed.
+with, so it is not delayed; a waiter that did not list between a loss and the next
+holder's clean release may wait a delay of its own.
 """
 
 from __future__ import annotations
@@ -115,7 +115,8 @@ class LossWatch:
         rules would not grant even on the line still here never held (rules are
         monotone, and the line only shrank ahead of it): its leaving explains one
         unmarked departure. More unmarked departures than such never-holders: a node
-        that held, or could have, was lost abnormally.
+        that held, or could have, was lost abnormally. (Counting only the nodes that held
+        at our last listing missed a waiter granted and lost in between: seed 19.)
         """
         if stat is not None and self.version is not None:
             present = set(names)
