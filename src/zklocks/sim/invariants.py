@@ -52,11 +52,12 @@ With operations (``max_hold`` and revokes)
 
 With a lock-delay (``lock_delay``: every queued contender's)
   * **No grant within the delay**: an exclusive grant comes no earlier than
-    ``lock_delay`` after a holder ahead of it was removed without a clean release's mark
-    (expired, deleted, taken back), counted from its first listing that read the count
-    (a newcomer's limit, docs/locks.md).
+    ``lock_delay`` after a holder ahead of it was removed other than by its own release
+    (expired, deleted, taken back: judged by what the holder did, not by the flow's
+    mark), counted from its first listing that read the count (a newcomer's limit,
+    docs/locks.md).
   * **No delay after clean releases**: a contender waits out a lock-delay only after a
-    node ahead of it went without the mark.
+    node ahead of it went other than by its holder's release.
 
 At quiescence (nothing can ever happen again)
   * every client finished its script: none waits for ever (missed wake-up, deadlock);
@@ -110,6 +111,9 @@ class Checker:
         self.layout = _layouts.LAYOUTS[sim.scenario.layout]
         self.rules = self.layout.rules
         self.lock_delays = 0  # lock-delay waits seen (the tests show they are exercised)
+        # node -> when its holder began to release it: a removal after that is clean,
+        # whatever the flow marked (the invariants judge by what the holder did)
+        self.releasing: dict[str, float] = {}
 
     def queue(self, path: str | None = None) -> list[_nodes.NodeName]:
         """The server's line under a lock path now (the main path's cached per change)."""
@@ -353,15 +357,20 @@ class Checker:
             )
 
     def abnormal_losses_ahead(self, node: str, *, holders_only: bool = True) -> list[Removal]:
-        """Removals without the clean release's mark of nodes that held (or any node,
-        without ``holders_only``) ahead of ``node`` (full path), while it was in line."""
+        """Removals not by their holder's own release (the ground truth, not the flow's
+        mark) of nodes that held (or any node, without ``holders_only``) ahead of
+        ``node`` (full path), while it was in line."""
         directory, name = node.rsplit("/", 1)
         found = []
         for removal in self.sim.model.removals:
-            if removal.marked or removal.directory != directory or name not in removal.children:
+            if removal.directory != directory or name not in removal.children:
                 continue
-            if removal.name == _nodes.SINGLE_NODE and holders_only:
-                continue  # the one-node lock (a misuse beside queued ones) marks nothing
+            single = removal.name == _nodes.SINGLE_NODE  # a misuse beside queued ones:
+            if single and holders_only:  # the one-node lock marks nothing, so a queued
+                continue  # contender may wait after its clean release, never must
+            released = self.releasing.get(f"{directory}/{removal.name}")
+            if not single and released is not None and released <= removal.at:
+                continue  # its holder's own release: clean
             permits = self.scenario.permits
             children = list(removal.children)
             line = [_dialects.with_permits(n, permits) for n in self._line(children)]
@@ -439,6 +448,10 @@ class Checker:
 
     def before_release(self, client: SimClient, holding: Holding) -> None:
         """A holder whose session expired of silence must see its lease lost by now."""
+        # the lock-delay's truth: a release, unless max_hold took the node back first
+        # (its plain delete and this release race, and either may land)
+        if "max_hold" not in (holding.lease.lost_reason or ""):
+            self.releasing.setdefault(holding.node, self.sim.now)
         if holding.session_id in self.sim.silently_expired and not holding.lease.lost:
             raise Violation(
                 f"{client}'s session {holding.session_id:#x} expired after a session timeout "
