@@ -17,9 +17,11 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from prometheus_client import CollectorRegistry, generate_latest
 from test_cli_run import zklocks as zklocks_command
 
 import zklocks
+import zklocks.metrics
 from helpers import KINDS, blocker_kind, expire_session, run_scenario
 from zklocks.server import ZooKeeperServer
 
@@ -234,3 +236,57 @@ def test_cli_run_lock_delay_waits_after_a_break_and_not_after_a_release(
             assert started_at >= lost_at + DELAY, started_at - lost_at
         else:
             assert started_at - lost_at < DELAY, started_at - lost_at
+
+
+def _requests(registry: Any) -> dict[str, float]:
+    counts: dict[str, float] = {}
+    for line in generate_latest(registry).decode().splitlines():
+        if line.startswith("zklocks_requests_total{"):
+            op = line.split('op="', 1)[1].split('"', 1)[0]
+            counts[op] = float(line.rsplit(" ", 1)[1])
+    return counts
+
+
+def _hand_off_census(
+    holder: zklocks.Client, waiter: zklocks.Client, kazoo: Any, **options: Any
+) -> dict[str, float]:
+    """The requests of one clean hand-off, both sides: the holder's release, the waiter's
+    acquisition and release (no ``contenders()`` of ours in between: kazoo looks)."""
+    path = unique("census")
+    lock = holder.lock(path)
+    lock.acquire(timeout=5)
+    registry = CollectorRegistry()
+    zklocks.metrics.enable(registry)
+    try:
+        waiting = waiter.lock(path, **options)
+
+        def take_and_release() -> None:
+            waiting.acquire(timeout=20)
+            waiting.release()
+
+        thread = threading.Thread(target=take_and_release, daemon=True)
+        thread.start()
+        deadline = time.monotonic() + 10
+        while len(kazoo.get_children(path)) < 2:
+            assert time.monotonic() < deadline, "the waiter never queued"
+            time.sleep(0.01)
+        lock.release()
+        thread.join(20)
+        return _requests(registry)
+    finally:
+        zklocks.metrics.disable()
+
+
+def test_a_clean_hand_off_costs_the_same_requests_with_a_lock_delay(
+    clients: tuple[zklocks.Client, zklocks.Client], kazoo: Any
+) -> None:
+    """On a real server: the waiter's five (create, listing, watch, proof, release) and
+    the holder's release, with and without ``lock_delay``; the proof is a listing
+    instead of ``exists``."""
+    holder, waiter = clients
+    plain = _hand_off_census(holder, waiter, kazoo)
+    delayed = _hand_off_census(holder, waiter, kazoo, lock_delay=DELAY)
+    assert sum(delayed.values()) == sum(plain.values()) == 6, (plain, delayed)
+    assert plain.get("exists", 0) == 1 and delayed.get("exists", 0) == 0, (plain, delayed)
+    assert delayed["get_children"] == plain["get_children"] + 1 == 2, (plain, delayed)
+    assert delayed["multi"] == plain["multi"] == 2, (plain, delayed)
