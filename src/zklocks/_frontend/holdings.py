@@ -283,11 +283,16 @@ class LockCore(Generic[L]):
         schedule: Scheduler,
         take_back: Callable[[], None],
         look: Callable[[], None],
+        count: Callable[[], None] | None = None,
     ) -> None:
         """Give a fresh lease what each front end does its own way: ``look`` reads our
-        node's data for a revoke request, and this lock's ``max_hold`` (if any) makes it
-        lost when it falls, ``take_back`` deleting our node; both apart from every caller."""
+        node's data for a revoke request, ``count`` the lock directory for who waits
+        behind us (only once a waiting callback is added), and this lock's ``max_hold``
+        (if any) makes it lost when it falls, ``take_back`` deleting our node; all apart
+        from every caller."""
         lease._allow_looks(look)
+        if count is not None:
+            lease._allow_waiter_counts(count)
         if self._config.max_hold is not None:
             lease._limit_hold(self._config.max_hold, schedule, take_back)
 

@@ -23,20 +23,23 @@ from collections.abc import Callable, Generator, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeAlias, TypeVar
 
+from zklocks._core import dialects as _dialects
 from zklocks._core import election as _election
 from zklocks._core import events as _events
 from zklocks._core import flow as _flow
 from zklocks._core import multilock as _multilock
 from zklocks._core import revoke as _revoke
+from zklocks._core import waiting as _waiting
 from zklocks._core.contenders import Contender, list_contenders
 from zklocks._core.deadline import Clock, Deadline
 from zklocks._core.errors import ClientClosed, LeaseUnkeepable, LockError, NotHeld
 from zklocks._core.layouts import ZKLOCKS
 from zklocks._core.lease import LeaseBase
-from zklocks._core.ops import Op
+from zklocks._core.ops import GetChildren, Op, Pipeline
 from zklocks._core.steps import await_children_change
 from zklocks._frontend.holdings import LockCore, owner_word
 from zklocks._frontend.multi import MultiLockCore
+from zklocks._vocabulary import WatchEvent, WatchKind
 
 log = logging.getLogger("zklocks.lock")
 
@@ -165,6 +168,7 @@ def acquire(
         front.timer(session),
         lambda: front.spawn(session, take_back(lock.path, lease)),
         lambda: front.spawn(session, look_at(lease)),
+        lambda: front.spawn(session, count_waiters(lock, lease)),
     )
     return lease
 
@@ -244,6 +248,32 @@ def take_back(path: str, lease: LeaseBase) -> Operation[None]:
         yield from _flow.release(lease.node, lease.token)
     except LockError as error:
         log.warning("%s: could not delete %s after max_hold: %s", path, lease.node, error)
+
+
+def count_waiters(lock: LockCore[L], lease: L) -> Operation[None]:
+    """Read the lock directory with a child watch (run apart from every caller) and tell
+    the lease how many wait behind it; the watch's event reads again while it is held."""
+    waiting = lease._waiting
+    if waiting.stopped:
+        return
+
+    def changed(event: WatchEvent) -> None:
+        if event.kind is WatchKind.CHILD:
+            waiting.changed()
+
+    directory, name = lease.node.rsplit("/", 1)
+    (names,) = yield Pipeline((GetChildren(directory),), watcher=changed)
+    if not isinstance(names, list):
+        return  # the session or the directory is gone: the lease is lost or ends
+    layout = lock._config.layout
+    me = layout.dialect.read(name)
+    line = None if me is None else layout.dialect.line_up_to(me, names)
+    if me is None or line is None:
+        return  # our node is gone: the lease says lost
+    permits = lock._config.permits
+    line = [_dialects.with_permits(node, permits) for node in line]
+    me = _dialects.with_permits(me, permits)
+    waiting.seen(lease, _waiting.waiting_behind(layout.rules, me, line))
 
 
 def look_at(lease: LeaseBase) -> Operation[None]:
