@@ -156,7 +156,7 @@ def test_sync_clean_release_after_the_lease_was_lost_hands_over_at_once(
     assert got[0][1] - released_at < SOON
 
 
-def test_lock_delay_is_refused_with_the_curator_and_kazoo_layouts(
+def test_lock_delay_is_refused_with_the_curator_and_kazoo_layouts_and_the_one_node_lock(
     clients: tuple[zklocks.Client, zklocks.Client],
 ) -> None:
     holder, _ = clients
@@ -165,6 +165,8 @@ def test_lock_delay_is_refused_with_the_curator_and_kazoo_layouts(
             holder.lock("/lock-delay/x", layout=layout, lock_delay=1.0)
     with pytest.raises(zklocks.InvalidArgument, match="lock_delay"):
         holder.lock("/lock-delay/x", lock_delay=-1)
+    with pytest.raises(zklocks.InvalidArgument, match="lock_delay needs the queued lock"):
+        holder.lock("/lock-delay/x", fair=False, lock_delay=1.0)
 
 
 @pytest.mark.parametrize("cause", ["expiry", "break", "clean"])
