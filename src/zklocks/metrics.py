@@ -8,7 +8,8 @@
     prometheus_client.start_http_server(9100)
 
 Metrics: ``zklocks_acquire_seconds`` (histogram; ``kind``, ``result`` = acquired |
-timeout | cancelled | error), ``zklocks_hold_seconds`` (histogram; ``kind``),
+lock_delay (acquired after waiting out a lock-delay) | timeout | cancelled | error),
+``zklocks_hold_seconds`` (histogram; ``kind``),
 ``zklocks_held`` and ``zklocks_waiting`` (gauges; ``kind``), ``zklocks_leases_lost_total``
 (``reason`` = node_deleted | session_expired | client_stopped | no_answer | multi_part |
 max_hold), ``zklocks_requests_total`` (``op``), ``zklocks_connection_state`` (enum: connected |

@@ -13,6 +13,7 @@ from zklocks._protocol.errors import (
     NotEmptyError,
     SessionExpiredError,
 )
+from zklocks._protocol.records import Children, Multi, SetData
 from zklocks._vocabulary import WatchEvent, WatchKind
 from zklocks.sim.model import (
     ClientWatches,
@@ -147,7 +148,7 @@ def test_apply_replies_with_every_stat_field_it_keeps(model: Model) -> None:
     [
         Create("/t", ephemeral=False, ttl_ms=1000),
         Delete("/t", version=0),
-        GetChildren("/", with_stat=True),
+        Multi((Delete("/t"),)),
     ],
 )
 def test_apply_refuses_what_the_model_does_not_keep(model: Model, request_: object) -> None:
@@ -157,6 +158,25 @@ def test_apply_refuses_what_the_model_does_not_keep(model: Model, request_: obje
     with pytest.raises(ValueError, match="simulator"):
         model.apply(s, request_)  # type: ignore[arg-type]
     assert model.zxid == before and "/t" in model.nodes  # nothing applied
+
+
+def test_a_marked_release_deletes_and_counts_on_the_directory_in_one_zxid(model: Model) -> None:
+    """The lock-delay's mark (zklocks._core.lock_delay): the directory's data version
+    counts clean releases, and getChildren2 shows it; a plain delete leaves it."""
+    s = model.open_session(10).id
+    model.apply(s, Create("/d", ephemeral=False))
+    model.apply(s, Create("/d/a", ephemeral=True))
+    model.apply(s, Create("/d/b", ephemeral=True))
+    reply = model.apply(s, Multi((Delete("/d/a"), SetData("/d", b""))))
+    assert isinstance(reply, list) and reply[0] is None
+    listing = model.apply(s, GetChildren("/d", with_stat=True))
+    assert isinstance(listing, Children) and listing.names == ["b"]
+    assert listing.stat.version == 1 and listing.stat.mzxid == listing.stat.pzxid == model.zxid
+    model.apply(s, Delete("/d/b"))
+    listing = model.apply(s, GetChildren("/d", with_stat=True))
+    assert isinstance(listing, Children) and listing.names == [] and listing.stat.version == 1
+    gone = model.apply(s, Multi((Delete("/d/b"), SetData("/d", b""))))
+    assert isinstance(gone, NoNodeError)
 
 
 def test_sessions_expire_after_their_timeout_of_silence(model: Model) -> None:

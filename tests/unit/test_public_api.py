@@ -92,6 +92,7 @@ def test_lease_internal_hooks_are_private() -> None:
         public = {name for name in dir(cls) if not name.startswith("_")}
         assert public == {
             "add_lost_callback",
+            "add_waiting_callback",
             "add_revoke_callback",
             "check",
             "ended",

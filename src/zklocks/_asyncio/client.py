@@ -132,10 +132,17 @@ class AsyncClient(LockMaker[AsyncLock, AsyncReadWriteLock, StartableCarrier]):
         return AsyncReadWriteLock(self._new_lock(read), self._new_lock(write))
 
     def election(
-        self, path: str, *, identifier: str | None = None, layout: str = "zklocks"
+        self,
+        path: str,
+        *,
+        identifier: str | None = None,
+        layout: str = "zklocks",
+        lock_delay: float | None = None,
     ) -> AsyncElection:
         """A leader election at ``path`` (see ``Client.election``)."""
-        config = self._config(path, ELECTION_KIND, identifier=identifier, layout=layout)
+        config = self._config(
+            path, ELECTION_KIND, identifier=identifier, layout=layout, lock_delay=lock_delay
+        )
         return self._join(AsyncElection(self, config))
 
     def multi_lock(self, locks: Iterable[AsyncLock]) -> AsyncMultiLock:

@@ -43,6 +43,7 @@ from zklocks._cli.run_options import (
     command_to_run,
     identifier_option,
     kill_after_option,
+    lock_delay_option,
     non_blocking_option,
     session_timeout_option,
     shell_command_option,
@@ -86,6 +87,7 @@ Examples:
 @timeout_option("Give up (exit 75) when not elected in time. Default: wait as long as it takes.")
 @non_blocking_option("Give up at once (exit 75) when another candidate leads or is ahead in line.")
 @kill_after_option
+@lock_delay_option
 @session_timeout_option("If this process dies, the next candidate leads this long after.")
 @verbose_option(
     "Say when elected and when resigning, with the library's lock and connection "
@@ -101,6 +103,7 @@ def elect(
     timeout: float | None,
     non_blocking: bool,
     kill_after: float,
+    lock_delay: float | None,
     session_timeout: float,
     verbosity: int,
     hosts: str,
@@ -136,6 +139,7 @@ def elect(
         hosts=hosts,
         connect_timeout=connect_timeout,
         security=security,
+        lock_delay=lock_delay,
     )
     sys.exit(execute(options))
 

@@ -44,6 +44,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from types import FrameType
+from typing import Any
 
 import click
 
@@ -71,6 +72,7 @@ from zklocks._cli.run_options import (
     command_to_run,
     identifier_option,
     kill_after_option,
+    lock_delay_option,
     non_blocking_option,
     session_timeout_option,
     shell_command_option,
@@ -137,6 +139,7 @@ class RunOptions:
     security: Security = field(default_factory=Security)
     layout: str = "zklocks"
     max_hold: float | None = None  # the lease is lost (the command stopped) after this
+    lock_delay: float | None = None  # after an abnormal loss ahead, wait this before running
     on_revoke: str = "term"  # term: SIGTERM the command when asked to let go; or ignore
     quiet: bool = False  # say nothing when not acquired
     conflict_exit_code: int = EX_NOT_ACQUIRED  # the status when not acquired
@@ -205,6 +208,7 @@ def exit_unless_runnable(command: tuple[str, ...]) -> None:
     help="Hold at most this long: then the lock is released for the next waiter and the "
     "command stopped as on a loss (SIGTERM, SIGKILL after --kill-after; exit 76).",
 )
+@lock_delay_option
 @click.option(
     "--on-revoke",
     type=click.Choice(["term", "ignore"]),
@@ -234,6 +238,7 @@ def run(
     identifier: str | None,
     kill_after: float,
     max_hold: float | None,
+    lock_delay: float | None,
     on_revoke: str,
     session_timeout: float,
     verbosity: int,
@@ -279,6 +284,7 @@ def run(
         security=security,
         layout=layout,
         max_hold=max_hold,
+        lock_delay=lock_delay,
         on_revoke=on_revoke,
         quiet=quiet,
         conflict_exit_code=conflict_exit_code,
@@ -361,17 +367,20 @@ class _Run:
                 identifier=o.identifier,
                 layout=o.layout,
                 max_hold=o.max_hold,
+                lock_delay=o.lock_delay,
             )
         if o.kind == "elect":  # zklocks elect: an election is a lock kind
-            return self.client.election(o.path, identifier=o.identifier)
+            return self.client.election(o.path, identifier=o.identifier, lock_delay=o.lock_delay)
+        options: dict[str, Any] = {
+            "identifier": o.identifier,
+            "layout": o.layout,
+            "max_hold": o.max_hold,
+            "lock_delay": o.lock_delay,
+        }
         if o.kind in ("read", "write"):
-            rw = self.client.read_write_lock(
-                o.path, identifier=o.identifier, layout=o.layout, max_hold=o.max_hold
-            )
+            rw = self.client.read_write_lock(o.path, **options)
             return rw.read if o.kind == "read" else rw.write
-        return self.client.lock(
-            o.path, identifier=o.identifier, layout=o.layout, max_hold=o.max_hold
-        )
+        return self.client.lock(o.path, **options)
 
     def run(self) -> int:
         lock = self._lock()

@@ -61,6 +61,16 @@ kill_after_option = seconds_option(
 )
 
 
+lock_delay_option = click.option(
+    "--lock-delay",
+    type=Seconds(0.0),
+    metavar="SECONDS",
+    help="After a holder ahead was lost abnormally (session expired, broken, taken back), "
+    "wait this long from seeing it go before running the command; a clean release hands "
+    "over at once. The zklocks layout only. See docs/locks.md.",
+)
+
+
 def command_to_run(command: tuple[str, ...], shell_command: str | None) -> tuple[str, ...]:
     """COMMAND as given after ``--``, or ``sh -c TEXT`` for ``-c TEXT``; both at once is a
     usage error."""

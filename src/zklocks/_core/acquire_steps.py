@@ -13,7 +13,8 @@ the deadline at most. The theory of operation is in ``zklocks._core.flow``.
 
 from __future__ import annotations
 
-from collections.abc import Generator
+import time
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeAlias, TypeVar
 
@@ -31,6 +32,7 @@ from zklocks._core.ops import (
     NodeData,
     Op,
     Pipeline,
+    Stat,
 )
 from zklocks._core.security import AclPolicy, public_acl, weak_directory_message, weaker_entries
 from zklocks._core.steps import Gone, await_deletion, make_parents
@@ -81,6 +83,9 @@ class AcquireSpec:
     deadline: float | None = None
     acl: AclPolicy | None = None  # None: the open ACL, and no check of the directory
     layout: _layouts.Layout = _layouts.ZKLOCKS  # whose names, order and rules
+    # seconds a grant waits after a holder ahead was lost abnormally (zklocks._core.lock_delay)
+    lock_delay: float | None = None
+    clock: Callable[[], float] = time.monotonic  # the deadline's clock (the session's)
 
     @property
     def node_acl(self) -> tuple[WireACL, ...]:
@@ -108,6 +113,7 @@ class Attempt:
     node: str | None = None
     create_in_flight: bool = False
     children: list[str] = field(default_factory=list)
+    directory: Stat | None = None  # the lock directory's stat, read with ``children``
 
 
 def await_blocker_deletion(

@@ -30,7 +30,8 @@ from typing import Any, Protocol
 
 from zklocks._core import dialects as _dialects
 from zklocks._core.errors import InvalidArgument, LockTimeout
-from zklocks._core.ops import Created, Op, Pipeline
+from zklocks._core.lock_delay import LockDelayWait
+from zklocks._core.ops import Children, Created, Op, Pipeline
 from zklocks._vocabulary import SessionState, tell_each
 
 log = logging.getLogger("zklocks.lock")
@@ -182,7 +183,7 @@ class AcquireProbe:
 
     def _watched(self, flow: Generator[Op, Any, Any]) -> Generator[Op, Any, Any]:
         result = "error"
-        queued = False
+        queued = delayed = False
         mine: tuple[str, list[str]] | None = None  # our node and the listing it came with
         try:
             op = next(flow)
@@ -191,6 +192,7 @@ class AcquireProbe:
                     queued = True
                     self._queued(mine)
                     mine = None
+                delayed = delayed or isinstance(op, LockDelayWait)
                 try:
                     reply = yield op
                 except GeneratorExit:
@@ -201,6 +203,8 @@ class AcquireProbe:
                     continue
                 if isinstance(op, Pipeline) and isinstance(reply, tuple) and len(reply) == 2:
                     created, children = reply
+                    if isinstance(children, Children):  # read with a lock-delay
+                        children = children.names
                     if isinstance(created, Created) and isinstance(children, list):
                         mine = (created.path, children)
                         if self.trace is not None and self.position is None:
@@ -209,6 +213,8 @@ class AcquireProbe:
         except StopIteration as stop:
             # a non-blocking miss is a timeout of zero (the metric's four results)
             result = "acquired" if stop.value is not None else "busy"
+            if delayed and stop.value is not None:
+                result = "lock_delay"  # acquired, after waiting out a lock-delay
             self.token = getattr(stop.value, "token", None)
             return stop.value
         except LockTimeout:
@@ -248,6 +254,10 @@ class AcquireProbe:
             metrics.acquired(self.kind, self.path, label, seconds)
         if result == "acquired":
             log.info("%s: %s granted after %.3f s", self.path, self.kind, seconds)
+        elif result == "lock_delay":
+            log.info(
+                "%s: %s granted after %.3f s (a lock-delay included)", self.path, self.kind, seconds
+            )
         elif result == "busy":
             log.info(
                 "%s: %s not acquired: held by another contender (no wait)", self.path, self.kind
@@ -256,7 +266,8 @@ class AcquireProbe:
             log.info("%s: %s not acquired after %.3f s (%s)", self.path, self.kind, seconds, result)
 
 
-_OUTCOMES = {"acquired": "granted", "busy": "timeout"}  # the span's words for the results
+# the span's words for the results
+_OUTCOMES = {"acquired": "granted", "lock_delay": "granted", "busy": "timeout"}
 
 
 def _position(mine: tuple[str, list[str]] | None) -> int | None:

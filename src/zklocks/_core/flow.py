@@ -73,6 +73,7 @@ from dataclasses import replace
 from typing import Any
 
 from zklocks._core import dialects as _dialects
+from zklocks._core import lock_delay as _lock_delay
 from zklocks._core import nodes as _nodes
 from zklocks._core import one_node as _one_node
 from zklocks._core.acquire_steps import (
@@ -94,12 +95,14 @@ from zklocks._core.acquire_steps import (
     out_of_retries,
     retry_of,
     shielded,
+    timed_out,
     unexpected,
 )
 from zklocks._core.errors import InvalidArgument
 from zklocks._core.ops import TIMED_OUT, Create, Created, Exists, GetChildren, Op, SessionId, Stat
 from zklocks._core.strategies import Granted, Refused
 from zklocks._protocol.errors import ConnectionLossError, NoNodeError, SessionExpiredError
+from zklocks._protocol.records import Children
 
 log = logging.getLogger("zklocks.lock")
 
@@ -125,7 +128,9 @@ def acquire(spec: AcquireSpec) -> Generator[Op, Any, Acquired | None]:
     return acquired
 
 
-def release(node: str, token: int, owner: int = 0) -> Generator[Op, Any, bool]:
+def release(
+    node: str, token: int, owner: int = 0, *, mark: bool = False
+) -> Generator[Op, Any, bool]:
     """Delete our node; ``True`` if it was still there (the lease was not lost to deletion).
 
     A queued contender's node name is unique to its attempt, so deleting by name is safe.
@@ -137,9 +142,18 @@ def release(node: str, token: int, owner: int = 0) -> Generator[Op, Any, bool]:
     owner our session (read from the server before every attempt). Callers pass
     ``owner=0`` once the lease is lost: another client may have deleted our node, and
     the ``lock`` there now is someone else's though our session lives.
+
+    ``mark``: a holder's own release in the zklocks layout, which also counts a clean
+    release on the directory in the same transaction (``zklocks._core.lock_delay``), so
+    that a successor with a ``lock_delay`` hands over at once. A take-back or a break
+    deletes the node alone.
     """
     if node.rsplit("/", 1)[1] == _nodes.SINGLE_NODE:
         return (yield from shielded(_one_node.delete(node, token=token, owner=owner)))
+    if mark:
+        marked = yield from shielded(_lock_delay.release_marked(node))
+        if marked is not None:
+            return marked
     return (yield from shielded(delete_node(node)))
 
 
@@ -230,7 +244,8 @@ def _protected_create(spec: AcquireSpec, attempt: Attempt) -> Generator[Op, Any,
         deadline=spec.deadline,
         acl=spec.node_acl,
     )
-    listing = GetChildren(spec.path, deadline=spec.deadline)
+    # with a lock-delay, the listing also reads the directory's stat (getChildren2)
+    listing = GetChildren(spec.path, deadline=spec.deadline, with_stat=spec.lock_delay is not None)
     first = create_pipeline(spec, create, listing)
     retry = parents_made = False
     while True:
@@ -251,6 +266,12 @@ def _protected_create(spec: AcquireSpec, attempt: Attempt) -> Generator[Op, Any,
             attempt.create_in_flight = False
             if spec.acl is not None:  # raises; the caller's cleanup deletes our node
                 yield from check_directory(spec, spec.acl, replies[2], created.path)
+            listed: Any = children
+            if isinstance(listed, Children):
+                children, attempt.directory = listed.names, listed.stat
+            # the pipelined listing was lost: list again, with the count (seed 635)
+            if not isinstance(children, list) and spec.lock_delay is not None:
+                children, attempt.directory = yield from _list_with_stat(spec)
             if not isinstance(children, list):
                 children = yield from list_children(spec)
             attempt.children = children
@@ -280,7 +301,12 @@ def _find_own_node(
     losses = 0
     retry = deadline is not None  # within an acquire: it follows a failed create
     while True:
-        children = yield GetChildren(spec.path, deadline=deadline, retry=retry)
+        # an adopted node's first count is read here (simulator seed 82)
+        children = yield GetChildren(
+            spec.path, deadline=deadline, retry=retry, with_stat=spec.lock_delay is not None
+        )
+        if isinstance(children, Children):
+            attempt.directory, children = children.stat, children.names
         if children is TIMED_OUT:
             raise no_connection_in_time(spec.path)
         if isinstance(children, ConnectionLossError):
@@ -321,13 +347,21 @@ def _wait_in_line(
     assert me is not None, created.path
     me = _dialects.with_permits(me, spec.permits)
     granted = Acquired(created.path, created.stat.czxid, created.stat.ephemeral_owner)
+    losses = _loss_watch(spec)
     line = dialect.line_up_to(me, attempt.children)
+    if losses is not None and line is not None:
+        losses.listed(attempt.children, attempt.directory, line, me)
     attempt.children = []
     while True:
         if line is None:
             return (yield from _rejoin(spec, created))
         decision = spec.layout.rules.decide(me, line)
         if isinstance(decision, Granted):
+            if losses is not None and losses.until() is not None:
+                if not (yield from losses.wait_out(spec.path, spec.deadline)):
+                    raise timed_out(spec, None)
+                if not (yield from _still_exists(spec, created)):
+                    return (yield from _rejoin(spec, created))
             attempt.node = None  # it is the caller's now; nothing to clean up
             return granted
         if isinstance(decision, Refused):
@@ -352,7 +386,7 @@ def _wait_in_line(
             gone = yield from await_blocker_deletion(spec, decision, holding)
         if gone is None:
             return _START_OVER
-        if gone in takeover:
+        if gone in takeover and losses is None:
             # Granted on the line we had, if our node is still there: ask the server.
             # Neither the wake-up nor our session proves it (someone may have deleted
             # our node; a paused waiter may see a buffered deletion before it learns
@@ -361,7 +395,40 @@ def _wait_in_line(
                 return (yield from _rejoin(spec, created))
             attempt.node = None
             return granted
-        line = dialect.line_up_to(me, (yield from list_children(spec)))
+        if losses is None:
+            line = dialect.line_up_to(me, (yield from list_children(spec)))
+            continue
+        # With a lock-delay the listing proves a takeover too (it shows our node, as
+        # ``exists`` would: the same one request), and its stat tells a clean
+        # release from an abnormal loss.
+        names, directory = yield from _list_with_stat(spec)
+        line = dialect.line_up_to(me, names)
+        if line is not None:
+            losses.listed(names, directory, line, me)
+
+
+def _loss_watch(spec: AcquireSpec) -> _lock_delay.LossWatch | None:
+    if spec.lock_delay is None:
+        return None
+    return _lock_delay.LossWatch(spec.lock_delay, spec.clock, spec.layout.rules)
+
+
+def _list_with_stat(spec: AcquireSpec) -> Generator[Op, Any, tuple[list[str], Stat | None]]:
+    """``list_children`` with the directory's stat (getChildren2); ``[]`` once our
+    session (and so our node) is gone."""
+    retry = False
+    while True:
+        reply = yield GetChildren(spec.path, deadline=spec.deadline, retry=retry, with_stat=True)
+        if isinstance(reply, Children):
+            return reply.names, reply.stat
+        if reply is TIMED_OUT:
+            raise no_connection_in_time(spec.path)
+        if isinstance(reply, SessionExpiredError | NoNodeError):
+            return [], None
+        if isinstance(reply, ConnectionLossError):
+            retry = True
+            continue
+        raise unexpected(reply, spec.path, "list")
 
 
 def _our_session_ended(spec: AcquireSpec, created: Created) -> Generator[Op, Any, bool]:

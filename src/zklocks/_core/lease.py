@@ -47,6 +47,7 @@ from types import TracebackType
 from zklocks._core import current as _current
 from zklocks._core import events as _events
 from zklocks._core import revoke as _revoke
+from zklocks._core import waiting as _waiting
 from zklocks._core.deadline import Deadline
 from zklocks._core.errors import LockError, LockLost
 from zklocks._vocabulary import SessionFacts
@@ -107,6 +108,7 @@ class LeaseBase:
         self._look: Callable[[], None] | None = None  # the front end's read; answers _data_seen
         self._node_watched = False
         self._looked = False  # looked (or looking) since the watch was set
+        self._waiting = _waiting.Waiting()  # who queues behind: add_waiting_callback
 
     @property
     def token(self) -> int:
@@ -220,6 +222,25 @@ class LeaseBase:
         else:
             self._look_if_due()
 
+    def add_waiting_callback(self, fn: _waiting.WaitingCallback) -> None:
+        """Call ``fn(lease, waiting)`` when contenders queue behind this holder.
+
+        ``waiting`` counts the contenders queued behind our node that do not hold
+        (others holding beside it, readers or permits, do not count). ``fn`` runs each
+        time that count rises, and once at once if someone already waits. Only a lease
+        with such a callback watches the lock directory's children, while it is held;
+        waiters still watch only their predecessor. ``fn`` runs on a thread (or, for
+        ``AsyncClient``, in a task) of the client's, so it must be quick; an exception it
+        raises is logged and ignored.
+        """
+        if not self._ended and self._lost_reason is None:
+            self._waiting.add(self, fn)
+
+    def _allow_waiter_counts(self, count: Callable[[], None]) -> None:
+        """(The lock that made it) how to count who waits behind us: ``count()`` reads
+        the lock directory with a child watch, apart from the caller."""
+        self._waiting.allow(count)
+
     def _allow_looks(self, look: Callable[[], None]) -> None:
         """(The lock that made it) how to read our node's data: ``look()`` answers with
         ``_data_seen``, apart from the caller."""
@@ -320,6 +341,7 @@ class LeaseBase:
             counted, self._counted = self._counted, False
             cancel, self._cancel_hold_timer = self._cancel_hold_timer, None
             hold, self._hold = self._hold, None
+        self._waiting.stop()
         if cancel is not None:
             cancel()
         if code == MAX_HOLD and self._take_back is not None:
@@ -367,6 +389,7 @@ class LeaseBase:
             cancel, self._cancel_hold_timer = self._cancel_hold_timer, None
             self._revoke_callbacks.clear()
             hold, self._hold = self._hold, None
+        self._waiting.stop()
         if cancel is not None:
             cancel()  # a released lease's bound never fires on a later holder
         if hold is not None:

@@ -54,6 +54,7 @@ from typing import Any, TypeAlias, TypeVar
 
 from zklocks._protocol.errors import ZooKeeperError
 from zklocks._protocol.records import (
+    Children,
     Create,
     Created,
     Delete,
@@ -73,6 +74,7 @@ from zklocks._vocabulary import Watcher, WatchEvent
 
 __all__ = [
     "TIMED_OUT",
+    "Children",
     "Cleanup",
     "Create",
     "Created",
@@ -176,6 +178,7 @@ Reply: TypeAlias = (
     | Stat
     | list[str]
     | list[MultiResult]
+    | Children
     | tuple["Reply", ...]
     | tuple[WatchEvent, ...]
     | Wake

@@ -108,6 +108,20 @@ def max_hold(value: object) -> float | None:
     return float(value)
 
 
+def lock_delay(value: object) -> float | None:
+    """How long a grant waits after an abnormal loss ahead, in seconds: a finite number
+    >= 0, or None (no lock-delay; 0 also waits for nothing, but reads the directory's stat)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidArgument(f"lock_delay must be a number of seconds or None, not {value!r}")
+    if not math.isfinite(value) or not 0 <= value < FOREVER:
+        raise InvalidArgument(
+            f"lock_delay must be a finite number of seconds >= 0 (None for none), not {value!r}"
+        )
+    return float(value)
+
+
 def identifier(value: object) -> str | None:
     """A contender identifier: printable text, or None for the default host:pid:thread."""
     if value is None:

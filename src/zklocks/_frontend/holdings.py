@@ -11,6 +11,7 @@ import functools
 import os
 import socket
 import threading
+import time
 import weakref
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
@@ -19,7 +20,7 @@ from typing import Any, Generic, Protocol, TypeVar
 from zklocks._core import kinds as _kinds
 from zklocks._core import nodes as _nodes
 from zklocks._core import validate as _validate
-from zklocks._core.errors import AlreadyHeld, LockLost, NotHeld
+from zklocks._core.errors import AlreadyHeld, InvalidArgument, LockLost, NotHeld
 from zklocks._core.flow import Acquired, AcquireSpec
 from zklocks._core.layouts import ZKLOCKS, Layout, choose
 from zklocks._core.lease import LeaseBase, Scheduler
@@ -41,8 +42,15 @@ class LockConfig:
     acl: AclPolicy | None = None  # the client's: None is the open ACL
     layout: Layout = ZKLOCKS  # whose queue it stands in (Curator's, kazoo's or ours)
     max_hold: float | None = None  # seconds a lease may be held before it is taken back
+    lock_delay: float | None = None  # seconds a grant waits after an abnormal loss ahead
 
-    def spec(self, owner_name: str, deadline: float | None, blocking: bool) -> AcquireSpec:
+    def spec(
+        self,
+        owner_name: str,
+        deadline: float | None,
+        blocking: bool,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> AcquireSpec:
         """A fresh attempt (new token) for one acquire call."""
         attempt = _nodes.new_attempt()
         identifier = self.identifier or f"{_HOST}:{os.getpid()}:{owner_name}"
@@ -61,6 +69,8 @@ class LockConfig:
             deadline=deadline,
             acl=self.acl,
             layout=self.layout,
+            lock_delay=self.lock_delay,
+            clock=clock,
         )
 
 
@@ -81,8 +91,18 @@ def make_config(
     acl: AclPolicy | None = None,
     layout: object = "zklocks",
     max_hold: object = None,
+    lock_delay: object = None,
 ) -> LockConfig:
     """Validate everything before any ZooKeeper call."""
+    delay = _validate.lock_delay(lock_delay)
+    chosen = choose(layout, kind, fair=bool(fair))
+    if delay is not None and chosen is not ZKLOCKS:
+        raise InvalidArgument(
+            f"lock_delay needs the zklocks layout: the {chosen.name} layout's release "
+            "leaves no mark to tell a clean release from an abnormal loss (docs/locks.md)"
+        )
+    if delay is not None and not fair:
+        raise InvalidArgument("lock_delay needs the queued lock (fair=True), not the one-node lock")
     return LockConfig(
         path=_validate.lock_path(path),
         kind=kind,
@@ -91,8 +111,9 @@ def make_config(
         reentrant=bool(reentrant),
         identifier=_validate.identifier(identifier),
         acl=acl,
-        layout=choose(layout, kind, fair=bool(fair)),
+        layout=chosen,
         max_hold=_validate.max_hold(max_hold),
+        lock_delay=delay,
     )
 
 
@@ -262,11 +283,16 @@ class LockCore(Generic[L]):
         schedule: Scheduler,
         take_back: Callable[[], None],
         look: Callable[[], None],
+        count: Callable[[], None] | None = None,
     ) -> None:
         """Give a fresh lease what each front end does its own way: ``look`` reads our
-        node's data for a revoke request, and this lock's ``max_hold`` (if any) makes it
-        lost when it falls, ``take_back`` deleting our node; both apart from every caller."""
+        node's data for a revoke request, ``count`` the lock directory for who waits
+        behind us (only once a waiting callback is added), and this lock's ``max_hold``
+        (if any) makes it lost when it falls, ``take_back`` deleting our node; all apart
+        from every caller."""
         lease._allow_looks(look)
+        if count is not None:
+            lease._allow_waiter_counts(count)
         if self._config.max_hold is not None:
             lease._limit_hold(self._config.max_hold, schedule, take_back)
 

@@ -322,6 +322,7 @@ class LockMaker(Generic[LockT, ReadWriteT, SessionT]):
         identifier: str | None = None,
         layout: str = "zklocks",
         max_hold: float | None = None,
+        lock_delay: float | None = None,
     ) -> LockT:
         """An exclusive lock on ``path`` (its parents are created as needed).
 
@@ -342,6 +343,11 @@ class LockMaker(Generic[LockT, ReadWriteT, SessionT]):
         client's own clock, connected or not, and our node is deleted so the next
         waiter is granted. A holder that hangs but keeps its session cannot keep the
         lock for ever. ``None`` (the default) sets no bound.
+        ``lock_delay`` (seconds): when a holder ahead of us was lost *abnormally* (its
+        session expired, it was broken, taken back past ``max_hold``), our grant is
+        reported only this long after we saw it go, so a paused old holder has time to
+        notice and stop; a clean release hands over at once (docs/locks.md,
+        "Lock-delay"). The zklocks layout only, and the queued lock only.
 
         Raises ``InvalidPath`` or ``InvalidArgument`` for bad arguments (before any
         ZooKeeper call); it makes no request itself.
@@ -355,6 +361,7 @@ class LockMaker(Generic[LockT, ReadWriteT, SessionT]):
                 identifier=identifier,
                 layout=layout,
                 max_hold=max_hold,
+                lock_delay=lock_delay,
             )
         )
 
@@ -366,12 +373,14 @@ class LockMaker(Generic[LockT, ReadWriteT, SessionT]):
         identifier: str | None = None,
         layout: str = "zklocks",
         max_hold: float | None = None,
+        lock_delay: float | None = None,
     ) -> ReadWriteT:
         """A read/write lock: ``.read`` is shared, ``.write`` exclusive, one FIFO queue.
 
         ``layout="curator"`` shares ``path`` with Curator's ``InterProcessReadWriteLock``,
         ``layout="kazoo"`` with kazoo's ``ReadLock``/``WriteLock`` (docs/interop.md).
-        ``max_hold`` bounds each lease of either side, as for ``lock``.
+        ``max_hold`` bounds each lease of either side, and ``lock_delay`` delays each
+        grant after an abnormal loss ahead, as for ``lock``.
         Raises ``InvalidPath`` or ``InvalidArgument`` for bad arguments.
         """
         options: dict[str, Any] = {
@@ -379,6 +388,7 @@ class LockMaker(Generic[LockT, ReadWriteT, SessionT]):
             "identifier": identifier,
             "layout": layout,
             "max_hold": max_hold,
+            "lock_delay": lock_delay,
         }
         return self._new_read_write(
             self._config(path, "read", **options), self._config(path, "write", **options)
@@ -393,6 +403,7 @@ class LockMaker(Generic[LockT, ReadWriteT, SessionT]):
         identifier: str | None = None,
         layout: str = "zklocks",
         max_hold: float | None = None,
+        lock_delay: float | None = None,
     ) -> LockT:
         """At most ``permits`` holders at once, granted in FIFO order.
 
@@ -402,7 +413,8 @@ class LockMaker(Generic[LockT, ReadWriteT, SessionT]):
         ``layout="curator"`` is Curator's ``InterProcessSemaphoreV2`` on ``path``
         (``path/locks`` and ``path/leases``; it cannot see another count, and a waiter
         holds the inner mutex while it waits: docs/interop.md). kazoo's semaphore is not
-        offered: ``InvalidArgument``. ``max_hold`` bounds each lease, as for ``lock``.
+        offered: ``InvalidArgument``. ``max_hold`` bounds each lease, and
+        ``lock_delay`` delays a grant after an abnormal loss ahead, as for ``lock``.
         """
         return self._new_lock(
             self._config(
@@ -413,6 +425,7 @@ class LockMaker(Generic[LockT, ReadWriteT, SessionT]):
                 identifier=identifier,
                 layout=layout,
                 max_hold=max_hold,
+                lock_delay=lock_delay,
             )
         )
 

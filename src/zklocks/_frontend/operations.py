@@ -23,19 +23,23 @@ from collections.abc import Callable, Generator, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeAlias, TypeVar
 
+from zklocks._core import dialects as _dialects
 from zklocks._core import election as _election
 from zklocks._core import events as _events
 from zklocks._core import flow as _flow
 from zklocks._core import multilock as _multilock
 from zklocks._core import revoke as _revoke
+from zklocks._core import waiting as _waiting
 from zklocks._core.contenders import Contender, list_contenders
 from zklocks._core.deadline import Clock, Deadline
 from zklocks._core.errors import ClientClosed, LeaseUnkeepable, LockError, NotHeld
+from zklocks._core.layouts import ZKLOCKS
 from zklocks._core.lease import LeaseBase
-from zklocks._core.ops import Op
+from zklocks._core.ops import GetChildren, Op, Pipeline
 from zklocks._core.steps import await_children_change
 from zklocks._frontend.holdings import LockCore, owner_word
 from zklocks._frontend.multi import MultiLockCore
+from zklocks._vocabulary import WatchEvent, WatchKind
 
 log = logging.getLogger("zklocks.lock")
 
@@ -150,7 +154,7 @@ def acquire(
     # the probe's clock starts first: a timed-out wait then measures >= its timeout
     probe = _events.AcquireProbe(lock.kind, lock.path, lock._config.layout.name)
     deadline = Deadline.after(timeout, clock=session.facts.clock)
-    spec = lock._config.spec(owner_name, deadline.at, blocking)
+    spec = lock._config.spec(owner_name, deadline.at, blocking, session.facts.clock)
     acquired = yield from probe.watch((start or _flow.acquire)(spec))
     if acquired is None:
         return None
@@ -164,6 +168,7 @@ def acquire(
         front.timer(session),
         lambda: front.spawn(session, take_back(lock.path, lease)),
         lambda: front.spawn(session, look_at(lease)),
+        lambda: front.spawn(session, count_waiters(lock, lease)),
     )
     return lease
 
@@ -198,7 +203,7 @@ def let_go(lock: LockCore[L], lease: L) -> None:
     last = lock._holdings.leave_lease(lease, if_held=True)
     if last is None:
         return
-    deletion = end(last)
+    deletion = end(last, mark=lock._config.layout is ZKLOCKS)
     try:
         session = lock._client._session_or_none()
     except ClientClosed:
@@ -216,21 +221,23 @@ def _deleted(path: str, deletion: Generator[Op, Any, bool]) -> Operation[None]:
 
 def give_up(lock: LockCore[L], lease: L) -> Operation[None]:
     """End ``lease`` and delete its node (nothing is sent once the client stopped)."""
-    deletion = end(lease)
+    deletion = end(lease, mark=lock._config.layout is ZKLOCKS)
     session = lock._client._session_or_none()
     if session is not None:
         yield Use(session)
         yield from deletion
 
 
-def end(lease: LeaseBase) -> Generator[Op, Any, bool]:
+def end(lease: LeaseBase, *, mark: bool = False) -> Generator[Op, Any, bool]:
     """End ``lease`` (a later loss is no longer news) and return the flow that deletes
-    its node; the simulator's clients release through here too."""
+    its node; the simulator's clients release through here too. ``mark``: count a clean
+    release on the lock directory (the zklocks layout), which a successor with a
+    ``lock_delay`` reads (``zklocks._core.lock_delay``)."""
     # once lost (our node deleted by someone, say), whoever holds the lock now may
     # not be us: the one-node release then reads the node before deleting it
     owner = 0 if lease.lost else lease.owner
     lease._end()
-    return _flow.release(lease.node, lease.token, owner)
+    return _flow.release(lease.node, lease.token, owner, mark=mark)
 
 
 def take_back(path: str, lease: LeaseBase) -> Operation[None]:
@@ -241,6 +248,32 @@ def take_back(path: str, lease: LeaseBase) -> Operation[None]:
         yield from _flow.release(lease.node, lease.token)
     except LockError as error:
         log.warning("%s: could not delete %s after max_hold: %s", path, lease.node, error)
+
+
+def count_waiters(lock: LockCore[L], lease: L) -> Operation[None]:
+    """Read the lock directory with a child watch (run apart from every caller) and tell
+    the lease how many wait behind it; the watch's event reads again while it is held."""
+    waiting = lease._waiting
+    if waiting.stopped:
+        return
+
+    def changed(event: WatchEvent) -> None:
+        if event.kind is WatchKind.CHILD:
+            waiting.changed()
+
+    directory, name = lease.node.rsplit("/", 1)
+    (names,) = yield Pipeline((GetChildren(directory),), watcher=changed)
+    if not isinstance(names, list):
+        return  # the session or the directory is gone: the lease is lost or ends
+    layout = lock._config.layout
+    me = layout.dialect.read(name)
+    line = None if me is None else layout.dialect.line_up_to(me, names)
+    if me is None or line is None:
+        return  # our node is gone: the lease says lost
+    permits = lock._config.permits
+    line = [_dialects.with_permits(node, permits) for node in line]
+    me = _dialects.with_permits(me, permits)
+    waiting.seen(lease, _waiting.waiting_behind(layout.rules, me, line))
 
 
 def look_at(lease: LeaseBase) -> Operation[None]:

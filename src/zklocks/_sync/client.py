@@ -160,14 +160,23 @@ class Client(LockMaker[Lock, ReadWriteLock, StartableSession]):
         return ReadWriteLock(self._new_lock(read), self._new_lock(write))
 
     def election(
-        self, path: str, *, identifier: str | None = None, layout: str = "zklocks"
+        self,
+        path: str,
+        *,
+        identifier: str | None = None,
+        layout: str = "zklocks",
+        lock_delay: float | None = None,
     ) -> Election:
         """A leader election at ``path``: campaign to lead, observe who leads (see
         docs/election.md). ``identifier`` names this candidate to observers.
         ``layout="curator"`` stands in an Apache Curator ``LeaderLatch`` election on the
         path, as one of its candidates, ``layout="curator-selector"`` in a
-        ``LeaderSelector`` one (docs/interop.md)."""
-        config = self._config(path, ELECTION_KIND, identifier=identifier, layout=layout)
+        ``LeaderSelector`` one (docs/interop.md). ``lock_delay``: a term that follows a
+        leader lost abnormally begins only this long after the loss was seen, as for
+        ``lock`` (docs/locks.md, "Lock-delay")."""
+        config = self._config(
+            path, ELECTION_KIND, identifier=identifier, layout=layout, lock_delay=lock_delay
+        )
         return self._join(Election(self, config))
 
     def multi_lock(self, locks: Iterable[Lock]) -> MultiLock:

@@ -62,6 +62,13 @@ def main(argv: Sequence[str] | None = None, *, decide: DecideFn | None = None) -
         help="leases bounded by max_hold, and revokes in the fault plans",
     )
     parser.add_argument(
+        "--lock-delay",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="every queued contender's lock_delay; the invariants check both halves",
+    )
+    parser.add_argument(
         "--strict", action="store_true", help="fail on known, already reported issues too"
     )
     args = parser.parse_args(argv)
@@ -69,7 +76,12 @@ def main(argv: Sequence[str] | None = None, *, decide: DecideFn | None = None) -
     unknown = set(families) - set(FAMILIES + MORE_FAMILIES)
     if unknown:
         parser.error(f"unknown families {sorted(unknown)}; choose from {FAMILIES + MORE_FAMILIES}")
-    options = Options(families=families, layout=args.layout, operations=args.operations)
+    options = Options(
+        families=families,
+        layout=args.layout,
+        operations=args.operations,
+        lock_delay=args.lock_delay,
+    )
     if args.seed is not None:
         return _replay(args.seed, args.plan, args.trace, options, decide)
     known = () if args.strict else KNOWN_ISSUES

@@ -26,8 +26,10 @@ from zklocks._core import nodes as _nodes
 from zklocks._core.errors import InvalidArgument, LockTimeout
 from zklocks._core.lease import Lease
 from zklocks._core.lease_keeper import LeaseKeeper
+from zklocks._core.lock_delay import LockDelayWait
 from zklocks._core.ops import (
     TIMED_OUT,
+    Children,
     Cleanup,
     NodeData,
     Op,
@@ -80,6 +82,8 @@ class Checks(Protocol):
     def before_release(self, client: SimClient, holding: Holding) -> None: ...
 
     def on_grant(self, client: SimClient, holding: Holding, spec: _flow.AcquireSpec) -> None: ...
+
+    def on_lock_delay(self, client: SimClient, node: str | None) -> None: ...
 
 
 class World(Protocol):
@@ -155,6 +159,7 @@ class SimClient:
         self.pending_watches: list[tuple[str, Watcher]] = []  # sent on reconnect
         self.pending_apart: list[operations.Operation[None]] = []  # run on reconnect
         self.spec: _flow.AcquireSpec | None = None  # the attempt under way (or the last)
+        self.first_stat_listing: float | None = None  # when it first read the directory's stat
         self.released: list[Holding] = []  # released by the operation under way
         self.hold: Sleep | None = None  # the hold under way, which letting go cuts short
         self.keeper = LeaseKeeper(lambda: self.facts, self.schedule)
@@ -308,6 +313,7 @@ class SimClient:
         def draw(deadline: float | None, blocking: bool) -> _flow.AcquireSpec:
             spec = sim.spec_for(self, cycle, path, deadline, blocking)
             self.spec, self.attempt = spec, spec.attempt
+            self.first_stat_listing = None
             if sim.trace is not None:
                 until = "never" if deadline is None else f"{deadline:.4f}"
                 sim.note(self, f"acquire {spec.kind} blocking={blocking} deadline={until}")
@@ -469,11 +475,21 @@ class SimClient:
         finally:
             self.awaiting = None
 
+    def current_node(self) -> str | None:
+        """The node of the acquire under way (full path), as the server has it now."""
+        spec, attempt = self.spec, self.attempt
+        if spec is None or attempt is None:
+            return None
+        names = self.sim.model.children_of(spec.path)
+        return next((f"{spec.path}/{n}" for n in names if attempt in n), None)
+
     def execute(self, op: Op, fired: list[WatchEvent]) -> Generator[Action, Any, Reply]:
         """One operation's reply; ``awaiting`` names the watched nodes while it waits."""
         early = too_late(op, self.sim.now)
         if early is not None:
             return early
+        if isinstance(op, LockDelayWait):
+            self.sim.checker.on_lock_delay(self, self.current_node())
         if isinstance(op, Wait):
             if not (yield AwaitWake(fired, op.deadline)):
                 return TIMED_OUT
@@ -483,12 +499,21 @@ class SimClient:
         if isinstance(op, Pipeline):
             watcher = op.watcher or (fired.append if op.watch else None)
             self.awaiting = tuple(r.path for r in op.requests) if op.watch else None
-            return tuple((yield from self.call(op.requests, op.deadline, watcher)))
+            replies = tuple((yield from self.call(op.requests, op.deadline, watcher)))
+            self._note_stat_listing(replies)
+            return replies
         self.awaiting = None
         if isinstance(op, SessionId):
             return self.session_id
         assert not isinstance(op, Cleanup), "drive() runs cleanup in place"
-        return (yield from self.call((op,), op.deadline))[0]
+        reply = (yield from self.call((op,), op.deadline))[0]
+        self._note_stat_listing((reply,))
+        return reply
+
+    def _note_stat_listing(self, replies: Sequence[Reply]) -> None:
+        """The lock-delay's count starts at the first listing with the directory's stat."""
+        if self.first_stat_listing is None and any(isinstance(r, Children) for r in replies):
+            self.first_stat_listing = self.sim.now
 
     def call(
         self, requests: Sequence[Request], deadline: float | None, watcher: Watcher | None = None

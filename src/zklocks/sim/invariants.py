@@ -50,6 +50,15 @@ With operations (``max_hold`` and revokes)
     running, with nothing on its way (notifications, a look, the deferred watch) has
     heard it (and let go early, in the simulated program).
 
+With a lock-delay (``lock_delay``: every queued contender's)
+  * **No grant within the delay**: an exclusive grant comes no earlier than
+    ``lock_delay`` after a holder ahead of it was removed other than by its own release
+    (expired, deleted, taken back: judged by what the holder did, not by the flow's
+    mark), counted from its first listing that read the count (a newcomer's limit,
+    docs/locks.md).
+  * **No delay after clean releases**: a contender waits out a lock-delay only after a
+    node ahead of it went other than by its holder's release.
+
 At quiescence (nothing can ever happen again)
   * every client finished its script: none waits for ever (missed wake-up, deadlock);
   * no contender node is left under the lock path (no orphan).
@@ -67,7 +76,7 @@ from zklocks._core.flow import AcquireSpec
 from zklocks._core.strategies import Granted
 from zklocks.sim.actions import Holding
 from zklocks.sim.client import SimClient
-from zklocks.sim.model import Model
+from zklocks.sim.model import Model, Removal
 from zklocks.sim.scenario import Scenario
 from zklocks.sim.violation import Violation
 
@@ -101,6 +110,10 @@ class Checker:
         # the true rules of the scenario's layout (never a planted bug's)
         self.layout = _layouts.LAYOUTS[sim.scenario.layout]
         self.rules = self.layout.rules
+        self.lock_delays = 0  # lock-delay waits seen (the tests show they are exercised)
+        # node -> when its holder began to release it: a removal after that is clean,
+        # whatever the flow marked (the invariants judge by what the holder did)
+        self.releasing: dict[str, float] = {}
 
     def queue(self, path: str | None = None) -> list[_nodes.NodeName]:
         """The server's line under a lock path now (the main path's cached per change)."""
@@ -290,6 +303,8 @@ class Checker:
                 raise Violation(
                     f"{client} was granted {name} out of turn; the line is {[n.name for n in line]}"
                 )
+        if spec.fair and spec.lock_delay is not None:
+            self._check_lock_delay(client, holding, spec)
         if lost:
             return
         if spec.path != self.scenario.path:  # multi: tokens grow per path
@@ -310,6 +325,64 @@ class Checker:
         if exclusive:
             self.top_exclusive_token = max(self.top_exclusive_token, holding.token)
         self.top_token = max(self.top_token, holding.token)
+
+    def _check_lock_delay(self, client: SimClient, holding: Holding, spec: AcquireSpec) -> None:
+        """No grant within ``lock_delay`` of an abnormal loss of a holder ahead of it
+        (exclusive kinds: for shared ones the clean-release count has a documented limit)."""
+        assert spec.lock_delay is not None
+        exclusive = spec.kind in _nodes.EXCLUSIVE_KINDS or (
+            spec.kind == _nodes.PERMIT_KIND and self.permits == 1
+        )
+        if not exclusive:
+            return
+        seen_from = client.first_stat_listing
+        for loss in self.abnormal_losses_ahead(holding.node):
+            if seen_from is None or loss.at < seen_from:
+                continue  # before its first count: the newcomer's limit (docs/locks.md)
+            if self.sim.now < loss.at + spec.lock_delay - 1e-9:  # float sums
+                raise Violation(
+                    f"{client} was granted {holding.node.rsplit('/', 1)[1]} at "
+                    f"{self.sim.now:.6f}, within lock_delay {spec.lock_delay} of the abnormal "
+                    f"loss of {loss.name} at {loss.at:.6f}"
+                )
+
+    def on_lock_delay(self, client: SimClient, node: str | None) -> None:
+        """A contender waits out a lock-delay only after a node ahead of it went without
+        a clean release (a holder lost, or a waiter that may have been granted: the safe
+        side), never after clean releases alone."""
+        self.lock_delays += 1
+        if node is None or not self.abnormal_losses_ahead(node, holders_only=False):
+            raise Violation(
+                f"{client} waits out a lock-delay with no abnormal loss ahead of {node}"
+            )
+
+    def abnormal_losses_ahead(self, node: str, *, holders_only: bool = True) -> list[Removal]:
+        """Removals not by their holder's own release (the ground truth, not the flow's
+        mark) of nodes that held (or any node, without ``holders_only``) ahead of
+        ``node`` (full path), while it was in line."""
+        directory, name = node.rsplit("/", 1)
+        found = []
+        for removal in self.sim.model.removals:
+            if removal.directory != directory or name not in removal.children:
+                continue
+            single = removal.name == _nodes.SINGLE_NODE  # a misuse beside queued ones:
+            if single and holders_only:  # the one-node lock marks nothing, so a queued
+                continue  # contender may wait after its clean release, never must
+            released = self.releasing.get(f"{directory}/{removal.name}")
+            if not single and released is not None and released <= removal.at:
+                continue  # its holder's own release: clean
+            permits = self.scenario.permits
+            children = list(removal.children)
+            line = [_dialects.with_permits(n, permits) for n in self._line(children)]
+            names = [n.name for n in line]
+            if name not in names or removal.name not in names:
+                continue
+            if names.index(removal.name) > names.index(name):
+                continue
+            gone = line[names.index(removal.name)]
+            if not holders_only or isinstance(self.rules.decide(gone, line), Granted):
+                found.append(removal)
+        return found
 
     def _on_grant_elsewhere(self, client: SimClient, holding: Holding, path: str) -> None:
         top = self._tops.get(path, 0)
@@ -375,6 +448,10 @@ class Checker:
 
     def before_release(self, client: SimClient, holding: Holding) -> None:
         """A holder whose session expired of silence must see its lease lost by now."""
+        # the lock-delay's truth: a release, unless max_hold took the node back first
+        # (its plain delete and this release race, and either may land)
+        if "max_hold" not in (holding.lease.lost_reason or ""):
+            self.releasing.setdefault(holding.node, self.sim.now)
         if holding.session_id in self.sim.silently_expired and not holding.lease.lost:
             raise Violation(
                 f"{client}'s session {holding.session_id:#x} expired after a session timeout "

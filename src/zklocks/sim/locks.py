@@ -57,7 +57,13 @@ class SimConfig(LockConfig):
 
     draw: SpecFn = field(kw_only=True)
 
-    def spec(self, owner_name: str, deadline: float | None, blocking: bool) -> AcquireSpec:
+    def spec(
+        self,
+        owner_name: str,
+        deadline: float | None,
+        blocking: bool,
+        clock: Callable[[], float] | None = None,
+    ) -> AcquireSpec:
         return self.draw(deadline, blocking)
 
 

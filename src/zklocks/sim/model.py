@@ -65,6 +65,7 @@ from zklocks._protocol.errors import (
     SessionExpiredError,
     ZooKeeperError,
 )
+from zklocks._protocol.records import Children, Multi, MultiResult, SetData
 from zklocks._vocabulary import Watcher, WatchEvent, WatchKind
 
 _HALF = 1 << 31
@@ -125,6 +126,18 @@ class Node:
         return self.stat()
 
 
+@dataclass(frozen=True, slots=True)
+class Removal:
+    """An ephemeral node's deletion: when, which, whether by a marked (clean) release,
+    and its directory's children just before (the line it left)."""
+
+    at: float
+    directory: str
+    name: str
+    marked: bool
+    children: tuple[str, ...]
+
+
 @dataclass(slots=True)
 class SessionRecord:
     """A live session as the server knows it."""
@@ -156,6 +169,8 @@ class Model:
         self.nodes: dict[str, Node] = {"/": Node(b"", 0, epoch_ms)}
         self.sessions: dict[int, SessionRecord] = {}
         self.outbox: list[Notification] = []
+        self.removals: list[Removal] = []  # of ephemeral nodes, for the lock-delay checks
+        self._marking = False  # inside a marked release (``release_marked``)
         self._next_session = _FIRST_SESSION
         self._data_watches: dict[str, dict[int, None]] = {}
         self._child_watches: dict[str, dict[int, None]] = {}
@@ -236,9 +251,12 @@ class Model:
                 raise ValueError(f"the simulator does not model versions: {request!r}")
             return self.delete(session_id, request.path)
         if isinstance(request, GetChildren):
-            if request.with_stat:
-                raise ValueError(f"the simulator answers getChildren without a stat: {request!r}")
-            return self.get_children(session_id, request.path, watch=watch)
+            names = self.get_children(session_id, request.path, watch=watch)
+            if request.with_stat and isinstance(names, list):
+                return Children(names, self.nodes[request.path].stat())
+            return names
+        if isinstance(request, Multi):
+            return self.release_marked(session_id, request)
         if isinstance(request, GetData):
             return self.get_data(session_id, request.path, watch=watch)
         if isinstance(request, Exists):
@@ -304,6 +322,37 @@ class Model:
         node.version = int32(node.version + 1)
         self._fire(self._data_watches, path, WatchKind.CHANGED)
         return node.stat()
+
+    def release_marked(self, session_id: int, multi: Multi) -> Reply:
+        """The one multi the flows send (``zklocks._core.lock_delay.release_marked``):
+        delete a node and ``setData`` its parent, in one transaction (one zxid)."""
+        match multi.ops:
+            case (Delete(path=path, version=-1), SetData(path=parent, data=data, version=-1)):
+                pass
+            case _:
+                raise ValueError(f"the simulator models one multi only: {multi!r}")
+        node = self._node_for(session_id, path)
+        if isinstance(node, ZooKeeperError):
+            return node
+        if node.children:
+            return NotEmptyError(path=path)
+        if _parent(path) != parent:
+            raise ValueError(f"the simulator models one multi only: {multi!r}")
+        self.zxid += 1
+        self.writes += 1
+        self._marking = True
+        try:
+            self._remove(path, self.zxid)
+        finally:
+            self._marking = False
+        directory = self.nodes[parent]
+        directory.data = data
+        directory.mzxid = self.zxid
+        directory.mtime_ms = self._ms()
+        directory.version = int32(directory.version + 1)
+        self._fire(self._data_watches, parent, WatchKind.CHANGED)
+        results: list[MultiResult] = [None, directory.stat()]
+        return results
 
     def exists(self, session_id: int, path: str, *, watch: bool = False) -> Reply:
         if session_id not in self.sessions:
@@ -403,6 +452,10 @@ class Model:
         node = self.nodes.pop(path)
         parent_path = _parent(path)
         parent = self.nodes[parent_path]
+        if node.ephemeral_owner != 0:
+            name = path.rsplit("/", 1)[1]
+            siblings = tuple(parent.children)
+            self.removals.append(Removal(self.now, parent_path, name, self._marking, siblings))
         del parent.children[path.rsplit("/", 1)[1]]
         parent.pzxid = zxid  # cversion counts creates only (3.8's PrepRequestProcessor)
         if node.ephemeral_owner != 0:

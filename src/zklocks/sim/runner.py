@@ -43,6 +43,7 @@ class Options:
     families: tuple[str, ...] = FAMILIES
     layout: str = "zklocks"
     operations: bool = False
+    lock_delay: float | None = None  # every queued contender's, and the invariants check it
 
     def command_line(self) -> str:
         words = ""
@@ -52,6 +53,8 @@ class Options:
             words += f" --layout {self.layout}"
         if self.operations:
             words += " --operations"
+        if self.lock_delay is not None:
+            words += f" --lock-delay {self.lock_delay}"
         return words
 
 
@@ -280,6 +283,7 @@ def _run(
         layout=options.layout,
         operations=options.operations,
         revoke=revoke,
+        lock_delay=options.lock_delay,
     )
     try:
         sim.run()

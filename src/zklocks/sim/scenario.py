@@ -68,6 +68,7 @@ class Scenario:
     paths: tuple[str, ...] = ()  # multi: every lock path (``path`` is the first)
     layout: str = "zklocks"  # whose queue every contender stands in
     operations: bool = False  # holders listen for revokes; some leases have a max_hold
+    lock_delay: float | None = None  # every queued contender's ``lock_delay=``
 
     @property
     def lock_paths(self) -> tuple[str, ...]:
@@ -92,6 +93,7 @@ def scenario_for(
     families: tuple[str, ...] = FAMILIES,
     layout: str = "zklocks",
     operations: bool = False,
+    lock_delay: float | None = None,
 ) -> Scenario:
     """The scenario of a seed (``families`` narrows the lock kinds drawn; a peer's
     ``layout`` keeps only its ``LAYOUT_FAMILIES``; ``operations`` gives about half the
@@ -130,6 +132,7 @@ def scenario_for(
         paths=MULTI_PATHS if family == "multi" else (),
         layout=layout,
         operations=operations,
+        lock_delay=lock_delay if layout == "zklocks" else None,
     )
 
 

@@ -100,6 +100,7 @@ class Simulation:
         layout: str = "zklocks",
         operations: bool = False,
         revoke: RevokeFn | None = None,
+        lock_delay: float | None = None,
     ) -> None:
         self.seed = seed
         self.plan = plan
@@ -110,7 +111,7 @@ class Simulation:
         chosen = _layouts.LAYOUTS[layout]
         self.layout = chosen if rules is None else chosen.with_rules(rules)
         self.scenario: Scenario = scenario_for(
-            seed, families=families, layout=layout, operations=operations
+            seed, families=families, layout=layout, operations=operations, lock_delay=lock_delay
         )
         self.rng = random.Random(seed * 4 + 2)
         self.tokens = random.Random(seed * 4 + 3)
@@ -446,7 +447,13 @@ class Simulation:
             blocking=blocking,
             deadline=deadline,
             layout=self.layout,
+            lock_delay=scenario.lock_delay if fair else None,
+            clock=self.clock,
         )
+
+    def clock(self) -> float:
+        """The virtual clock, for a spec's lock-delay."""
+        return self.now
 
     def record(
         self, client: SimClient, spec: _flow.AcquireSpec, result: str, node: str = ""
