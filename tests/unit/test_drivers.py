@@ -149,7 +149,7 @@ def timing_out(steps: Generator[Op, Any, Any], deadline: float) -> Generator[Op,
 
 class HeldSession(TableSession):
     """Answers a delete only once ``answer`` is set: a server that cannot be reached.
-    ``in_background`` runs work on a thread, as ``NativeSession`` does."""
+    ``in_background`` runs work on a thread, as ``NativeSyncCarrier`` does."""
 
     def __init__(self) -> None:
         super().__init__()

@@ -7,9 +7,10 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from zklocks._asyncio import driver
-from zklocks._asyncio.carrier import StartableCarrier, native_factory
+from zklocks._asyncio.carrier import AsyncCarrier
 from zklocks._asyncio.election import AsyncElection, AsyncMultiLock
 from zklocks._asyncio.locks import AsyncLock, AsyncReadWriteLock
+from zklocks._asyncio.native_carrier import native_factory
 from zklocks._asyncio.transaction import AsyncTransaction
 from zklocks._core import contenders as _contenders
 from zklocks._core import events as _events
@@ -31,7 +32,7 @@ from zklocks._transport import forks
 from zklocks._vocabulary import SessionState
 
 
-class AsyncClient(LockMaker[AsyncLock, AsyncReadWriteLock, StartableCarrier]):
+class AsyncClient(LockMaker[AsyncLock, AsyncReadWriteLock, AsyncCarrier]):
     """The asyncio twin of ``Client``: same arguments, same locks, awaitable methods.
 
     As for ``Client``, a chroot in ``hosts`` must already exist, and ``session_timeout``
@@ -192,7 +193,7 @@ class AsyncClient(LockMaker[AsyncLock, AsyncReadWriteLock, StartableCarrier]):
         self._keeper.track(lease, session.watch_node)
         return lease
 
-    def _native_factory(self, security: Security) -> SessionFactory[StartableCarrier]:
+    def _native_factory(self, security: Security) -> SessionFactory[AsyncCarrier]:
         return native_factory(security)
 
     def _schedule(self, delay: float, fn: Callable[[], None]) -> Callable[[], None]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable
-from typing import Any, Protocol
+from typing import Any
 
 from zklocks._core import contenders as _contenders
 from zklocks._core import events as _events
@@ -23,20 +23,16 @@ from zklocks._frontend.lockmaker import LockMaker, SessionFactory, show_concrete
 from zklocks._frontend.options import Security
 from zklocks._frontend.server_check import MemberVersion
 from zklocks._sync import driver
+from zklocks._sync.carrier import SyncCarrier
 from zklocks._sync.election import Election, MultiLock
 from zklocks._sync.locks import Lock, ReadWriteLock
-from zklocks._sync.session import SyncSession
 from zklocks._sync.transaction import Transaction
 from zklocks._sync.watches import ApartWatcher
 from zklocks._transport import forks
 from zklocks._vocabulary import SessionState
 
 
-class StartableSession(SyncSession, Protocol):
-    def start(self) -> None: ...
-
-
-class Client(LockMaker[Lock, ReadWriteLock, StartableSession]):
+class Client(LockMaker[Lock, ReadWriteLock, SyncCarrier]):
     """A connection to ZooKeeper (one session) from which locks are made.
 
     ``hosts`` is ZooKeeper's connect string: ``"host:port[,host:port...][/chroot]"``.
@@ -267,10 +263,10 @@ class Client(LockMaker[Lock, ReadWriteLock, StartableSession]):
         self._states.state = ConnectionState.CLOSED
         self._keeper.disown_all(forks.INHERITED_LEASE)
 
-    def _native_factory(self, security: Security) -> SessionFactory[StartableSession]:
-        from zklocks._sync.native_session import NativeSession
+    def _native_factory(self, security: Security) -> SessionFactory[SyncCarrier]:
+        from zklocks._sync.native_carrier import NativeSyncCarrier
 
-        return functools.partial(NativeSession, security=security)
+        return functools.partial(NativeSyncCarrier, security=security)
 
     def _schedule(self, delay: float, fn: Callable[[], None]) -> Callable[[], None]:
         session = self._session

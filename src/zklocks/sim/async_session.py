@@ -29,7 +29,7 @@ T = TypeVar("T")
 
 
 class AsyncSimSession:
-    """``AsyncClient``'s session (``zklocks._asyncio.carrier.StartableCarrier``) over one
+    """``AsyncClient``'s session (``zklocks._asyncio.carrier.AsyncCarrier``) over one
     ``SimSession``; every method runs on the loop."""
 
     def __init__(self, session: SimSession) -> None:

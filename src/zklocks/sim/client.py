@@ -23,6 +23,7 @@ from typing import Any, Protocol, TypeVar, cast
 
 from zklocks._core import flow as _flow
 from zklocks._core import nodes as _nodes
+from zklocks._core.carrying import never_sent, watch_answer
 from zklocks._core.errors import InvalidArgument, LockTimeout
 from zklocks._core.lease import Lease
 from zklocks._core.lease_keeper import LeaseKeeper
@@ -44,7 +45,6 @@ from zklocks._frontend.operations import AcquireFn
 from zklocks._protocol.errors import (
     ClientClosedError,
     ConnectionLossError,
-    NoNodeError,
     SessionExpiredError,
 )
 from zklocks._vocabulary import SessionFacts, SessionState, Watcher, WatchEvent, WatchKind
@@ -213,7 +213,7 @@ class SimClient:
             self.resume(EXPIRED)
 
     def watch_node(self, path: str, watcher: Watcher) -> None:
-        """``SyncSession.watch_node``: a getData-watch; DELETED at once if already gone."""
+        """``SyncCarrier.watch_node``: a getData-watch; DELETED at once if already gone."""
         if not self.connected:
             self.pending_watches.append((path, watcher))
             return
@@ -221,8 +221,8 @@ class SimClient:
         self.sim.route()
         if isinstance(reply, NodeData):
             self.watches.add_data(path, watcher)
-        elif isinstance(reply, NoNodeError):
-            watcher(WatchEvent(WatchKind.DELETED, path))
+        elif (event := watch_answer(path, reply)) is not None:
+            watcher(event)
 
     def let_go_early(self) -> None:
         """Asked to let go (a revoke callback): the hold ends now, and the program
@@ -493,11 +493,11 @@ class SimClient:
     def call(
         self, requests: Sequence[Request], deadline: float | None, watcher: Watcher | None = None
     ) -> Generator[Action, Any, list[Reply]]:
-        """``SyncSession.call``: wait to be connected (or time out), then send them all."""
+        """``SyncCarrier.call``: wait to be connected (or time out), then send them all."""
         if not self.connected:
             status = yield AwaitConnection(deadline)
             if status is TIMED_OUT:
-                return [TIMED_OUT for _ in requests]
+                return never_sent(requests)
             if status == EXPIRED:
                 return [SessionExpiredError() for _ in requests]
         epoch = self.epoch
