@@ -59,7 +59,7 @@ class NativeAsyncCarrier:
 
     def __init__(self, connection: Connection, connect_timeout: float) -> None:
         self.connection = connection
-        connection.meter = requests_meter  # count requests once metrics are enabled
+        connection.count_requests(requests_meter)  # once metrics are enabled
         self._connect_timeout = connect_timeout
         self.facts = facts_of(connection)
         self.closed = False

@@ -201,7 +201,7 @@ class NativeSyncCarrier:
         # (the connection's own per-attempt bound), so a frozen member costs a fraction.
         self._connection = security.connection(options)
         self._connection.thread_writes = True  # callers write their own requests
-        self._connection.meter = requests_meter  # count requests once metrics are enabled
+        self._connection.count_requests(requests_meter)  # once metrics are enabled
         self._connect_timeout = options.connect_timeout
         self._loop = asyncio.new_event_loop()
         self._thread = background_thread(self._loop.run_forever, "zklocks-connection")
