@@ -14,13 +14,13 @@ from zklocks._asyncio.native_carrier import native_factory
 from zklocks._asyncio.transaction import AsyncTransaction
 from zklocks._core import contenders as _contenders
 from zklocks._core import events as _events
+from zklocks._core import kinds as _kinds
 from zklocks._core import reads as _reads
 from zklocks._core import revoke as _revoke
 from zklocks._core import validate as _validate
 from zklocks._core.events import ConnectionState
 from zklocks._core.flow import Acquired
 from zklocks._core.lease import AsyncLease
-from zklocks._core.nodes import ELECTION_KIND
 from zklocks._core.ops import Stat
 from zklocks._core.reads import UserWatch
 from zklocks._frontend import server_check as _server_check
@@ -131,7 +131,7 @@ class AsyncClient(LockMaker[AsyncLock, AsyncReadWriteLock, AsyncCarrier]):
         self, path: str, *, identifier: str | None = None, layout: str = "zklocks"
     ) -> AsyncElection:
         """A leader election at ``path`` (see ``Client.election``)."""
-        config = self._config(path, ELECTION_KIND, identifier=identifier, layout=layout)
+        config = self._config(path, _kinds.ELECT, identifier=identifier, layout=layout)
         return self._join(AsyncElection(self, config))
 
     def multi_lock(self, locks: Iterable[AsyncLock]) -> AsyncMultiLock:

@@ -79,6 +79,7 @@ from zklocks._cli.sanitise import cannot, clean
 from zklocks._cli.security import Security, security_options
 from zklocks._cli.supervise import STOP_SIGNALS, Supervisor, note
 from zklocks._core.errors import AccessDenied, LeaseUnkeepable, LockError, LockTimeout
+from zklocks._core.kinds import ELECT, LOCK, PERMIT, READ, WRITE
 from zklocks._core.lease import Lease
 from zklocks._sync.client import Client
 from zklocks._sync.locks import Lock
@@ -127,7 +128,7 @@ def _raise_interrupted(signum: int, frame: FrameType | None) -> None:
 class RunOptions:
     path: str
     command: tuple[str, ...]
-    kind: str  # lock | read | write | semaphore | elect
+    kind: str  # a kind's name (zklocks._core.kinds): lock | read | write | permit | elect
     permits: int | None
     timeout: float | None
     non_blocking: bool
@@ -147,7 +148,8 @@ class RunOptions:
     @property
     def held(self) -> str:
         """What the lease gives, in words: the lock on PATH, or leadership of PATH."""
-        return f"leadership of {self.path}" if self.kind == "elect" else f"the lock on {self.path}"
+        elected = self.kind == ELECT.name
+        return f"leadership of {self.path}" if elected else f"the lock on {self.path}"
 
 
 def exit_unless_runnable(command: tuple[str, ...]) -> None:
@@ -254,7 +256,7 @@ def run(
     command = command_to_run(command, shell_command)
     if read and write:
         raise click.UsageError("--read and --write exclude each other: pick one side")
-    mode = "read" if read else "write" if write else None
+    mode = READ.name if read else WRITE.name if write else None
     if timeout == math.inf:
         timeout = None  # no limit: wait as long as it takes
     if mode is not None and permits is not None:
@@ -265,7 +267,7 @@ def run(
         raise click.UsageError("--layout kazoo has no semaphore (kazoo's is not offered)")
     if command:  # no command: we hold the lock ourselves
         exit_unless_runnable(command)
-    kind = "semaphore" if permits is not None else mode or "lock"
+    kind = PERMIT.name if permits is not None else mode or LOCK.name
     options = RunOptions(
         path=path,
         command=command,
@@ -356,7 +358,7 @@ class _Run:
 
     def _lock(self) -> Lock:
         o = self.options
-        if o.kind == "semaphore":
+        if o.kind == PERMIT.name:
             assert o.permits is not None
             return self.client.semaphore(
                 o.path,
@@ -365,13 +367,13 @@ class _Run:
                 layout=o.layout,
                 max_hold=o.max_hold,
             )
-        if o.kind == "elect":  # zklocks elect: an election is a lock kind
+        if o.kind == ELECT.name:  # zklocks elect: an election is a lock kind
             return self.client.election(o.path, identifier=o.identifier)
-        if o.kind in ("read", "write"):
+        if o.kind in (READ.name, WRITE.name):
             rw = self.client.read_write_lock(
                 o.path, identifier=o.identifier, layout=o.layout, max_hold=o.max_hold
             )
-            return rw.read if o.kind == "read" else rw.write
+            return rw.read if o.kind == READ.name else rw.write
         return self.client.lock(
             o.path, identifier=o.identifier, layout=o.layout, max_hold=o.max_hold
         )
@@ -411,7 +413,7 @@ class _Run:
 
     def _not_acquired(self, lock: Lock) -> str:
         o = self.options
-        outcome = "elected" if o.kind == "elect" else "acquired"
+        outcome = "elected" if o.kind == ELECT.name else "acquired"
         why = (
             f"not {outcome} (--non-blocking)"
             if o.non_blocking

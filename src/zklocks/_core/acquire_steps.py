@@ -17,6 +17,7 @@ from collections.abc import Generator
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeAlias, TypeVar
 
+from zklocks._core import kinds as _kinds
 from zklocks._core import layouts as _layouts
 from zklocks._core.contender import Contender, contender_of
 from zklocks._core.errors import AccessDenied, ClientClosed, LockError, LockTimeout
@@ -72,7 +73,7 @@ class AcquireSpec:
     """What one acquire call wants; ``deadline`` is on the driver's clock."""
 
     path: str
-    kind: str
+    kind: _kinds.Kind
     data: bytes
     attempt: str
     permits: int | None = None
@@ -89,7 +90,7 @@ class AcquireSpec:
     @property
     def prefix(self) -> str:
         """Our node's name without the sequence: it carries our attempt token."""
-        return self.layout.dialect.prefix(self.kind, self.attempt, self.permits)
+        return self.layout.dialect.prefix(self.kind.name, self.attempt, self.permits)
 
 
 @dataclass(frozen=True, slots=True)

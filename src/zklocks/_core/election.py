@@ -24,6 +24,7 @@ from collections.abc import Generator
 from typing import Any
 
 from zklocks._core import dialects as _dialects
+from zklocks._core import kinds as _kinds
 from zklocks._core import nodes as _nodes
 from zklocks._core.contender import Contender, contender_of
 from zklocks._core.errors import ClientClosed, LockError
@@ -50,7 +51,7 @@ from zklocks._protocol.errors import (
 )
 from zklocks._vocabulary import WatchKind
 
-KIND = _nodes.ELECTION_KIND
+KIND = _kinds.ELECT.name
 
 
 def candidates(

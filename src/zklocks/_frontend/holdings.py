@@ -33,7 +33,7 @@ class LockConfig:
     """A lock's fixed parameters, validated once at creation."""
 
     path: str
-    kind: str  # lock | read | write | permit | elect (zklocks._core.kinds)
+    kind: _kinds.Kind  # one of zklocks._core.kinds.KINDS
     fair: bool = True
     permits: int | None = None
     reentrant: bool = False
@@ -72,7 +72,7 @@ def _payload(identifier: str, pid: int) -> bytes:
 
 def make_config(
     path: object,
-    kind: str,
+    kind: _kinds.Kind,
     *,
     fair: bool = True,
     permits: object = None,
@@ -87,7 +87,7 @@ def make_config(
         path=_validate.lock_path(path),
         kind=kind,
         fair=bool(fair),
-        permits=_validate.permits(permits) if kind == _kinds.PERMIT.name else None,
+        permits=_validate.permits(permits) if kind is _kinds.PERMIT else None,
         reentrant=bool(reentrant),
         identifier=_validate.identifier(identifier),
         acl=acl,
@@ -242,7 +242,7 @@ class LockCore(Generic[L]):
     @property
     def kind(self) -> str:
         """ "lock", "read", "write", "permit" (a semaphore's) or "elect"."""
-        return self._config.kind
+        return self._config.kind.name
 
     @property
     def held(self) -> bool:

@@ -302,7 +302,7 @@ class LockMaker(Generic[LockT, ReadWriteT, SessionT]):
         """Stop calling ``fn``; nothing happens if it was not added."""
         self._states.remove(fn)
 
-    def _config(self, path: str, kind: str, **options: Any) -> LockConfig:
+    def _config(self, path: str, kind: _kinds.Kind, **options: Any) -> LockConfig:
         """A checked lock config carrying this client's ACL: every factory builds its
         locks through here, so none can create nodes without it."""
         return make_config(path, kind, acl=self._acl, **options)
@@ -349,7 +349,7 @@ class LockMaker(Generic[LockT, ReadWriteT, SessionT]):
         return self._new_lock(
             self._config(
                 path,
-                "lock",
+                _kinds.LOCK,
                 fair=fair,
                 reentrant=reentrant,
                 identifier=identifier,
@@ -381,7 +381,7 @@ class LockMaker(Generic[LockT, ReadWriteT, SessionT]):
             "max_hold": max_hold,
         }
         return self._new_read_write(
-            self._config(path, "read", **options), self._config(path, "write", **options)
+            self._config(path, _kinds.READ, **options), self._config(path, _kinds.WRITE, **options)
         )
 
     def semaphore(
@@ -407,7 +407,7 @@ class LockMaker(Generic[LockT, ReadWriteT, SessionT]):
         return self._new_lock(
             self._config(
                 path,
-                _kinds.PERMIT.name,
+                _kinds.PERMIT,
                 permits=permits,
                 reentrant=reentrant,
                 identifier=identifier,

@@ -8,13 +8,13 @@ from typing import Any
 
 from zklocks._core import contenders as _contenders
 from zklocks._core import events as _events
+from zklocks._core import kinds as _kinds
 from zklocks._core import reads as _reads
 from zklocks._core import revoke as _revoke
 from zklocks._core import validate as _validate
 from zklocks._core.events import ConnectionState
 from zklocks._core.flow import Acquired, Flow
 from zklocks._core.lease import Lease
-from zklocks._core.nodes import ELECTION_KIND
 from zklocks._core.ops import Stat
 from zklocks._core.reads import UserWatch
 from zklocks._frontend import server_check as _server_check
@@ -158,7 +158,7 @@ class Client(LockMaker[Lock, ReadWriteLock, SyncCarrier]):
         ``layout="curator"`` stands in an Apache Curator ``LeaderLatch`` election on the
         path, as one of its candidates, ``layout="curator-selector"`` in a
         ``LeaderSelector`` one (docs/interop.md)."""
-        config = self._config(path, ELECTION_KIND, identifier=identifier, layout=layout)
+        config = self._config(path, _kinds.ELECT, identifier=identifier, layout=layout)
         return self._join(Election(self, config))
 
     def multi_lock(self, locks: Iterable[Lock]) -> MultiLock:

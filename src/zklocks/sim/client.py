@@ -22,6 +22,7 @@ from collections.abc import Callable, Generator, Sequence
 from typing import Any, Protocol, TypeVar, cast
 
 from zklocks._core import flow as _flow
+from zklocks._core import kinds as _kinds
 from zklocks._core import nodes as _nodes
 from zklocks._core.carrying import never_sent, watch_answer
 from zklocks._core.errors import InvalidArgument, LockTimeout
@@ -316,7 +317,7 @@ class SimClient:
         fair = sim.scenario.fair and cycle.fair
         config = SimConfig(
             path=path,
-            kind=cycle.kind,
+            kind=_kinds.of(cycle.kind),
             fair=fair,
             permits=sim.scenario.permits,
             max_hold=cycle.max_hold,
@@ -378,7 +379,13 @@ class SimClient:
         lease = Lease(acquired.node, acquired.token, self.facts, acquired.owner)
         self.keeper.track(lease, self.watch_node)
         holding = Holding(
-            self.index, spec.kind, acquired.node, acquired.token, self.session_id, lease, sim.now
+            self.index,
+            spec.kind.name,
+            acquired.node,
+            acquired.token,
+            self.session_id,
+            lease,
+            sim.now,
         )
         if self.holding is None:
             self.holding = holding

@@ -60,6 +60,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from zklocks._core import dialects as _dialects
+from zklocks._core import kinds as _kinds
 from zklocks._core import layouts as _layouts
 from zklocks._core import nodes as _nodes
 from zklocks._core import revoke as _revoke
@@ -295,14 +296,12 @@ class Checker:
         if spec.path != self.scenario.path:  # multi: tokens grow per path
             self._on_grant_elsewhere(client, holding, spec.path)
             return
-        exclusive = spec.kind in _nodes.EXCLUSIVE_KINDS or (
-            spec.kind == _nodes.PERMIT_KIND and self.permits == 1
-        )
+        exclusive = spec.kind.exclusive or (spec.kind is _kinds.PERMIT and self.permits == 1)
         if exclusive and holding.token <= self.top_token:
             raise Violation(
                 f"fencing token went backwards: {client} got {holding.token} after {self.top_token}"
             )
-        if spec.kind == "read" and holding.token <= self.top_exclusive_token:
+        if spec.kind is _kinds.READ and holding.token <= self.top_exclusive_token:
             raise Violation(
                 f"fencing token went backwards: reader {client} got {holding.token} after "
                 f"writer token {self.top_exclusive_token}"

@@ -48,6 +48,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeAlias
 
 from zklocks._core import flow as _flow
+from zklocks._core import kinds as _kinds
 from zklocks._core import layouts as _layouts
 from zklocks._core import nodes as _nodes
 from zklocks._core import revoke as _revoke
@@ -438,7 +439,7 @@ class Simulation:
         )
         return _flow.AcquireSpec(
             path=path,
-            kind=cycle.kind,
+            kind=_kinds.of(cycle.kind),
             data=_nodes.encode_payload(payload),
             attempt=attempt,
             permits=scenario.permits,
@@ -451,7 +452,7 @@ class Simulation:
     def record(
         self, client: SimClient, spec: _flow.AcquireSpec, result: str, node: str = ""
     ) -> None:
-        self.outcomes.append(Outcome(client.index, spec.kind, result, self.now))
+        self.outcomes.append(Outcome(client.index, spec.kind.name, result, self.now))
         if self.trace is not None:
             self.note(client, f"acquire {spec.kind}: {result} {short(node)}".rstrip())
         if result != "granted":
