@@ -26,7 +26,7 @@ from zklocks._core.reads import UserWatch
 from zklocks._frontend import server_check as _server_check
 from zklocks._frontend.holdings import LockConfig
 from zklocks._frontend.lockmaker import LockMaker, SessionFactory, show_concrete_types
-from zklocks._frontend.options import Security
+from zklocks._frontend.options import ConnectionSecurity
 from zklocks._frontend.server_check import MemberVersion
 from zklocks._transport import forks
 from zklocks._vocabulary import SessionState
@@ -193,7 +193,7 @@ class AsyncClient(LockMaker[AsyncLock, AsyncReadWriteLock, AsyncCarrier]):
         self._keeper.track(lease, session.watch_node)
         return lease
 
-    def _native_factory(self, security: Security) -> SessionFactory[AsyncCarrier]:
+    def _native_factory(self, security: ConnectionSecurity) -> SessionFactory[AsyncCarrier]:
         return native_factory(security)
 
     def _schedule(self, delay: float, fn: Callable[[], None]) -> Callable[[], None]:

@@ -17,7 +17,7 @@ from zklocks._core.deadline import Deadline
 from zklocks._core.errors import InvalidArgument
 from zklocks._core.ops import GetData, Reply, Request
 from zklocks._frontend.lockmaker import SessionFactory
-from zklocks._frontend.options import NO_SECURITY, ClientOptions, Security
+from zklocks._frontend.options import NO_SECURITY, ClientOptions, ConnectionSecurity
 from zklocks._protocol.errors import ClientClosedError, ConnectionFailedError
 from zklocks._transport import forks
 from zklocks._transport.adapter import connection_failed, facts_of, reply_of, submit_all
@@ -163,7 +163,7 @@ class NativeAsyncCarrier:
         return self.connection.session_id, self.connection.session_password
 
 
-def native_factory(security: Security = NO_SECURITY) -> SessionFactory[AsyncCarrier]:
+def native_factory(security: ConnectionSecurity = NO_SECURITY) -> SessionFactory[AsyncCarrier]:
     """``AsyncClient``'s default: carriers on our own connection, with the security
     options."""
 

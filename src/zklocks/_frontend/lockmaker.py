@@ -28,7 +28,7 @@ from zklocks._frontend.options import (
     DEFAULT_HOSTS,
     DEFAULT_SESSION_TIMEOUT,
     ClientOptions,
-    Security,
+    ConnectionSecurity,
 )
 from zklocks._transport import forks
 from zklocks._transport.sasl import SASL, login_of, plain_packets, with_login
@@ -132,7 +132,7 @@ class LockMaker(Generic[LockT, ReadWriteT, SessionT]):
                 "does not model them"
             )
         self._session_factory = session_factory or self._native_factory(
-            Security(
+            ConnectionSecurity(
                 self._ssl,
                 tuple(plain_packets(self._credentials)),
                 login_of(self._credentials),
@@ -175,7 +175,7 @@ class LockMaker(Generic[LockT, ReadWriteT, SessionT]):
         """True when ``_check_servers`` will not block (read already, or not read at all)."""
         return not self._reads_versions or _server_check.known(self.options.hosts)
 
-    def _native_factory(self, security: Security) -> SessionFactory[SessionT]:
+    def _native_factory(self, security: ConnectionSecurity) -> SessionFactory[SessionT]:
         """The factory of sessions on our own transport, with the security options."""
         raise NotImplementedError
 

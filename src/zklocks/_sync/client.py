@@ -20,7 +20,7 @@ from zklocks._core.reads import UserWatch
 from zklocks._frontend import server_check as _server_check
 from zklocks._frontend.holdings import LockConfig
 from zklocks._frontend.lockmaker import LockMaker, SessionFactory, show_concrete_types
-from zklocks._frontend.options import Security
+from zklocks._frontend.options import ConnectionSecurity
 from zklocks._frontend.server_check import MemberVersion
 from zklocks._sync import driver
 from zklocks._sync.carrier import SyncCarrier
@@ -263,7 +263,7 @@ class Client(LockMaker[Lock, ReadWriteLock, SyncCarrier]):
         self._states.state = ConnectionState.CLOSED
         self._keeper.disown_all(forks.INHERITED_LEASE)
 
-    def _native_factory(self, security: Security) -> SessionFactory[SyncCarrier]:
+    def _native_factory(self, security: ConnectionSecurity) -> SessionFactory[SyncCarrier]:
         from zklocks._sync.native_carrier import NativeSyncCarrier
 
         return functools.partial(NativeSyncCarrier, security=security)

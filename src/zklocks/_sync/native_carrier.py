@@ -29,7 +29,7 @@ from zklocks._core.deadline import Deadline
 from zklocks._core.errors import InvalidArgument
 from zklocks._core.ops import GetData, Reply, Request
 from zklocks._core.threads import background_thread
-from zklocks._frontend.options import NO_SECURITY, ClientOptions, Security
+from zklocks._frontend.options import NO_SECURITY, ClientOptions, ConnectionSecurity
 from zklocks._protocol.errors import (
     ClientClosedError,
     ConnectionFailedError,
@@ -196,7 +196,7 @@ class _Timers:
 class NativeSyncCarrier:
     """One connection on one loop thread, seen through the ``SyncCarrier`` interface."""
 
-    def __init__(self, options: ClientOptions, security: Security = NO_SECURITY) -> None:
+    def __init__(self, options: ClientOptions, security: ConnectionSecurity = NO_SECURITY) -> None:
         # ``connect_timeout`` bounds the whole start; each attempt gets a share of it
         # (the connection's own per-attempt bound), so a frozen member costs a fraction.
         self._connection = security.connection(options)

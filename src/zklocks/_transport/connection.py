@@ -78,9 +78,9 @@ from zklocks._protocol.errors import (
 from zklocks._protocol.session import (
     Established,
     Expired,
-    Notification,
     ReceiveError,
     Session,
+    WatchFired,
     WireReply,
 )
 from zklocks._transport import forks as _forks
@@ -446,7 +446,7 @@ class Connection:
                         future.set_result(event.value)
                     else:
                         future.set_exception(event.value)
-            elif type(event) is Notification:
+            elif type(event) is WatchFired:
                 _notices.notify(event)
             elif not wire.handshake.done():
                 assert isinstance(event, Established | Expired)

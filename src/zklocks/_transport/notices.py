@@ -13,7 +13,7 @@ from typing import Any
 
 from zklocks._protocol.constants import EventType
 from zklocks._protocol.errors import ZooKeeperError
-from zklocks._protocol.session import Notification
+from zklocks._protocol.session import WatchFired
 from zklocks._vocabulary import SessionState, WatchEvent, WatchKind
 
 __all__ = ["fail", "notify", "notify_all"]
@@ -30,7 +30,7 @@ _KINDS: dict[int, WatchKind] = {
 _ENDS = {SessionState.LOST: WatchKind.SESSION_LOST, SessionState.CLOSED: WatchKind.CLOSED}
 
 
-def notify(event: Notification) -> None:
+def notify(event: WatchFired) -> None:
     """Call the watchers of one watch event."""
     if not event.watchers:
         return

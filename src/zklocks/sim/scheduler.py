@@ -57,7 +57,15 @@ from zklocks._core.steps import ancestors
 from zklocks._core.strategies import Decision, Rules
 from zklocks._frontend.operations import AcquireFn
 from zklocks._protocol.errors import ConnectionLossError, ZooKeeperError
-from zklocks.sim.actions import AwaitConnection, AwaitWake, Delivery, Holding, Outcome, Send, Sleep
+from zklocks.sim.actions import (
+    AwaitConnection,
+    AwaitWake,
+    Delivery,
+    HeldGrant,
+    Outcome,
+    Send,
+    Sleep,
+)
 from zklocks.sim.client import SimClient, short
 from zklocks.sim.faults import (
     DelayWatch,
@@ -125,7 +133,7 @@ class Simulation:
         self.force_deleted: set[tuple[str, int]] = set()  # held nodes DeleteNode took
         self.operator = 0  # the session of the "other client" that deletes nodes
         self.silently_expired: set[int] = set()  # not heard from for a session timeout
-        self.grants: list[Holding] = []
+        self.grants: list[HeldGrant] = []
         self.outcomes: list[Outcome] = []
         self.faults_fired: list[Fault] = []
         self.drops = {(f.client, f.request): f for f in plan if isinstance(f, DropRequest)}
@@ -256,7 +264,7 @@ class Simulation:
             self.note(None, f"an operator asked {asked} holder(s) to let go")
         self.route()
 
-    def after_release_of_deleted(self, released: Holding) -> None:
+    def after_release_of_deleted(self, released: HeldGrant) -> None:
         """A one-node holder whose node the plan deleted released before it knew: its
         release checks ownership locally (the documented window, ``NODE_WATCH_DELAY``),
         so it may have deleted the *next* holder's ``lock``. That deletion is the plan's
@@ -496,4 +504,4 @@ def _reply(reply: Reply) -> str:
     return text if len(text) < 80 else text[:77] + "..."
 
 
-__all__ = ["AcquireFn", "Holding", "Outcome", "SimClient", "Simulation"]
+__all__ = ["AcquireFn", "HeldGrant", "Outcome", "SimClient", "Simulation"]

@@ -39,6 +39,7 @@ from zklocks._core.ops import (
     Stat,
 )
 from zklocks._core.threads import background_thread
+from zklocks._frontend.lockmaker import SessionFactory
 from zklocks._frontend.options import ClientOptions
 from zklocks._protocol.errors import (
     ClientClosedError,
@@ -56,7 +57,6 @@ from zklocks._vocabulary import (
 )
 from zklocks.sim.model import ClientWatches, Model
 
-SessionFactory = Callable[..., "SimSession"]
 T = TypeVar("T")
 
 
@@ -485,7 +485,7 @@ class SimSession:
                 traceback.print_exc()
 
 
-def session_factory(server: SimServer) -> SessionFactory:
+def session_factory(server: SimServer) -> SessionFactory[SimSession]:
     """What ``Client(hosts, session_factory=...)`` calls to make a session on ``server``."""
 
     def make(options: ClientOptions) -> SimSession:
