@@ -86,6 +86,7 @@ class _Loop:
         return self.run(on_loop())
 
     def stop(self) -> None:
+        self.run(self.loop.shutdown_default_executor())  # the clients' to_thread workers
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join()
         self.loop.close()
@@ -206,6 +207,14 @@ class SimRig(_Base):
         if self.sync_client is not None:
             self.sync_client.stop()
         self.on_loop.stop()
+        # The reaper thread of a cut-off session waits for its expiry instant: wake it
+        # (nothing is cut off now, so it ends), lest it outlive the test.
+        reaper = self.server._reaper
+        if reaper is not None:
+            with self.server.lock:
+                self.server._changed.notify_all()
+            reaper.join(WAIT)
+            assert not reaper.is_alive()
 
 
 CARRIERS = ["native-sync", "native-asyncio", "sim-sync", "sim-asyncio"]

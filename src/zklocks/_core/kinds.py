@@ -33,26 +33,18 @@ class Kind:
         return self.name
 
 
-LOCK = Kind(
-    name="lock", exclusive=True, use="a lock", what="exclusive lock", words="lock",
-    prefix="lock", metric_label="lock",
-)  # fmt: skip
-READ = Kind(
-    name="read", exclusive=False, use="a lock", what="read/write lock", words="read",
-    prefix="read", metric_label="read",
-)  # fmt: skip
-WRITE = Kind(
-    name="write", exclusive=True, use="a lock", what="read/write lock", words="write",
-    prefix="write", metric_label="write",
-)  # fmt: skip
-PERMIT = Kind(
-    name="permit", exclusive=False, use="a semaphore", what="semaphore", words="semaphore",
-    prefix="lease", metric_label="lease",
-)  # fmt: skip
-ELECT = Kind(
-    name="elect", exclusive=True, use="an election", what="leader election", words="election",
-    prefix="elect", metric_label="elect",
-)  # fmt: skip
+# fmt: off
+LOCK = Kind(name="lock", exclusive=True, use="a lock", what="exclusive lock", words="lock",
+            prefix="lock", metric_label="lock")
+READ = Kind(name="read", exclusive=False, use="a lock", what="read/write lock", words="read",
+            prefix="read", metric_label="read")
+WRITE = Kind(name="write", exclusive=True, use="a lock", what="read/write lock", words="write",
+             prefix="write", metric_label="write")
+PERMIT = Kind(name="permit", exclusive=False, use="a semaphore", what="semaphore",
+              words="semaphore", prefix="lease", metric_label="lease")
+ELECT = Kind(name="elect", exclusive=True, use="an election", what="leader election",
+             words="election", prefix="elect", metric_label="elect")
+# fmt: on
 
 KINDS: dict[str, Kind] = {kind.name: kind for kind in (LOCK, READ, WRITE, PERMIT, ELECT)}
 NAMES = tuple(KINDS)
@@ -75,12 +67,6 @@ def use_of(name: str) -> str:
     (Curator's ``foreign`` children: they block as a lock holder would)."""
     kind = KINDS.get(name)
     return kind.use if kind is not None else "a lock"
-
-
-def what_of(name: str) -> str:
-    """The lock a contender of kind ``name`` belongs to, for refusals (unknown: as is)."""
-    kind = KINDS.get(name)
-    return kind.what if kind is not None else name
 
 
 def metric_label(name: str) -> str:

@@ -67,13 +67,11 @@ class Outgoing:
         self.writer = DirectWriter(lock, loop, lambda: self._wire, liveness.sent)
 
     @property
-    def wire(self) -> Wire | None:
-        """The wire a session is live on, if any."""
+    def wire(self) -> Wire | None:  # the wire a session is live on, if any
         return self._wire
 
     @property
-    def closing(self) -> bool:
-        """True once ``close()`` was called: every request fails from then on."""
+    def closing(self) -> bool:  # after close(): every request fails
         return self._closing
 
     def attach(self, wire: Wire) -> None:
@@ -81,8 +79,7 @@ class Outgoing:
         self._wire = wire
 
     def detach(self, wire: Wire | None = None) -> bool:
-        """The live wire is gone (``wire``: only if it is that one); requests wait in the
-        queue from now on. True if a wire was detached."""
+        """The live wire (or only ``wire``) is gone: requests queue. True if detached."""
         if self._wire is None or (wire is not None and wire is not self._wire):
             return False
         self._wire = None
@@ -97,8 +94,7 @@ class Outgoing:
         return not was
 
     def fail_waiting(self, error: ZooKeeperError) -> None:
-        """Fail (and empty) the requests waiting for a wire, each with a copy of
-        ``error``."""
+        """Fail (and empty) the requests waiting for a wire, each with a copy of ``error``."""
         queue = self.queue
         while queue:
             _request, future, _watcher = queue.popleft()

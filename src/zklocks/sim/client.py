@@ -56,7 +56,7 @@ from zklocks.sim.actions import (
     AwaitConnection,
     AwaitWake,
     Delivery,
-    HeldGrant,
+    Grant,
     Send,
     Sleep,
     Timer,
@@ -78,9 +78,9 @@ class _Abandoned(BaseException):
 class Checks(Protocol):
     """The invariants a client's program reports to (``zklocks.sim.invariants.Checker``)."""
 
-    def before_release(self, client: SimClient, holding: HeldGrant) -> None: ...
+    def before_release(self, client: SimClient, holding: Grant) -> None: ...
 
-    def on_grant(self, client: SimClient, holding: HeldGrant, spec: _flow.AcquireSpec) -> None: ...
+    def on_grant(self, client: SimClient, holding: Grant, spec: _flow.AcquireSpec) -> None: ...
 
 
 class World(Protocol):
@@ -92,7 +92,7 @@ class World(Protocol):
     model: Model
     scenario: Scenario
     owner: dict[int, SimClient]
-    grants: list[HeldGrant]
+    grants: list[Grant]
     force_deleted: set[tuple[str, int]]
     interrupts: dict[tuple[int, int], Interrupt]
     acquire_flow: AcquireFn
@@ -108,7 +108,7 @@ class World(Protocol):
         self, client: SimClient, spec: _flow.AcquireSpec, result: str, node: str = ""
     ) -> None: ...
 
-    def after_release_of_deleted(self, released: HeldGrant) -> None: ...
+    def after_release_of_deleted(self, released: Grant) -> None: ...
 
     def route(self) -> None: ...
 
@@ -137,8 +137,8 @@ class SimClient:
         self.events = 0  # watch notifications the server sent it (fault coordinate)
         self.attempt: str | None = None  # the acquire in progress
         self.awaiting: tuple[str, ...] | None = None  # nodes its flow watches and waits on
-        self.holding: HeldGrant | None = None
-        self.others: list[HeldGrant] = []  # multi: the parts held beyond ``holding``
+        self.holding: Grant | None = None
+        self.others: list[Grant] = []  # multi: the parts held beyond ``holding``
         self.interruptible = False
         self.interrupted = False
         self.interrupted_at = ""  # the kind of operation the interrupt landed on
@@ -156,7 +156,7 @@ class SimClient:
         self.pending_watches: list[tuple[str, Watcher]] = []  # sent on reconnect
         self.pending_apart: list[operations.Operation[None]] = []  # run on reconnect
         self.spec: _flow.AcquireSpec | None = None  # the attempt under way (or the last)
-        self.released: list[HeldGrant] = []  # released by the operation under way
+        self.released: list[Grant] = []  # released by the operation under way
         self.hold: Sleep | None = None  # the hold under way, which letting go cuts short
         self.keeper = LeaseKeeper(lambda: self.facts, self.schedule)
         self._program = self.program()
@@ -378,7 +378,7 @@ class SimClient:
         assert spec is not None, "a grant comes from a spec this client drew"
         lease = Lease(acquired.node, acquired.token, self.facts, acquired.owner)
         self.keeper.track(lease, self.watch_node)
-        holding = HeldGrant(
+        holding = Grant(
             self.index,
             spec.kind.name,
             acquired.node,

@@ -66,7 +66,7 @@ from zklocks._core import nodes as _nodes
 from zklocks._core import revoke as _revoke
 from zklocks._core.flow import AcquireSpec
 from zklocks._core.strategies import Granted
-from zklocks.sim.actions import HeldGrant
+from zklocks.sim.actions import Grant
 from zklocks.sim.client import SimClient
 from zklocks.sim.model import Model
 from zklocks.sim.scenario import Scenario
@@ -149,7 +149,7 @@ class Checker:
                 if client.awaiting is not None and client.attempt is not None:
                     self._check_waiter(client)
 
-    def _check_holders(self, live: list[HeldGrant]) -> None:
+    def _check_holders(self, live: list[Grant]) -> None:
         family = self.scenario.family
         if family in ("mutex", "single", "mixed"):
             trouble = "two non-lost exclusive holders"
@@ -165,7 +165,7 @@ class Checker:
             trouble = f"{len(live)} non-lost holders of a {self.permits}-permit semaphore"
         raise Violation(f"{trouble}: {'; '.join(self._describe(h) for h in live)}")
 
-    def _check_each_path(self, live: list[HeldGrant]) -> None:
+    def _check_each_path(self, live: list[Grant]) -> None:
         """multi: one non-lost holder per lock path."""
         for path in self.scenario.paths:
             here = [h for h in live if h.node.rsplit("/", 1)[0] == path]
@@ -174,7 +174,7 @@ class Checker:
                     f"two non-lost holders of {path}: {'; '.join(map(self._describe, here))}"
                 )
 
-    def _describe(self, holding: HeldGrant) -> str:
+    def _describe(self, holding: Grant) -> str:
         facts = holding.lease._session
         sent = facts.last_answered_sent()
         return (
@@ -183,7 +183,7 @@ class Checker:
             f"answered request sent at {sent})"
         )
 
-    def _check_notice(self, client: SimClient, holding: HeldGrant) -> None:
+    def _check_notice(self, client: SimClient, holding: Grant) -> None:
         """A holder whose node vanished is told as soon as nothing more is on its way."""
         if not self.vanished(holding) or client.inbox or client.pending_watches:
             return
@@ -266,7 +266,7 @@ class Checker:
 
     # -- when an acquire ends -------------------------------------------------------------
 
-    def on_grant(self, client: SimClient, holding: HeldGrant, spec: AcquireSpec) -> None:
+    def on_grant(self, client: SimClient, holding: Grant, spec: AcquireSpec) -> None:
         sim = self.sim
         node = sim.model.nodes.get(holding.node)
         lost = holding.lease.lost or holding.session_id in sim.force_expired
@@ -310,7 +310,7 @@ class Checker:
             self.top_exclusive_token = max(self.top_exclusive_token, holding.token)
         self.top_token = max(self.top_token, holding.token)
 
-    def _on_grant_elsewhere(self, client: SimClient, holding: HeldGrant, path: str) -> None:
+    def _on_grant_elsewhere(self, client: SimClient, holding: Grant, path: str) -> None:
         top = self._tops.get(path, 0)
         if holding.token <= top:
             raise Violation(
@@ -367,12 +367,12 @@ class Checker:
             return [_nodes.SINGLE_NODE]
         return []
 
-    def vanished(self, holding: HeldGrant) -> bool:
+    def vanished(self, holding: Grant) -> bool:
         """Is the holder's node gone (or no longer its own)?"""
         node = self.sim.model.nodes.get(holding.node)
         return node is None or node.ephemeral_owner != holding.session_id
 
-    def before_release(self, client: SimClient, holding: HeldGrant) -> None:
+    def before_release(self, client: SimClient, holding: Grant) -> None:
         """A holder whose session expired of silence must see its lease lost by now."""
         if holding.session_id in self.sim.silently_expired and not holding.lease.lost:
             raise Violation(

@@ -61,7 +61,7 @@ from zklocks.sim.actions import (
     AwaitConnection,
     AwaitWake,
     Delivery,
-    HeldGrant,
+    Grant,
     Outcome,
     Send,
     Sleep,
@@ -133,7 +133,7 @@ class Simulation:
         self.force_deleted: set[tuple[str, int]] = set()  # held nodes DeleteNode took
         self.operator = 0  # the session of the "other client" that deletes nodes
         self.silently_expired: set[int] = set()  # not heard from for a session timeout
-        self.grants: list[HeldGrant] = []
+        self.grants: list[Grant] = []
         self.outcomes: list[Outcome] = []
         self.faults_fired: list[Fault] = []
         self.drops = {(f.client, f.request): f for f in plan if isinstance(f, DropRequest)}
@@ -264,7 +264,7 @@ class Simulation:
             self.note(None, f"an operator asked {asked} holder(s) to let go")
         self.route()
 
-    def after_release_of_deleted(self, released: HeldGrant) -> None:
+    def after_release_of_deleted(self, released: Grant) -> None:
         """A one-node holder whose node the plan deleted released before it knew: its
         release checks ownership locally (the documented window, ``NODE_WATCH_DELAY``),
         so it may have deleted the *next* holder's ``lock``. That deletion is the plan's
@@ -504,4 +504,4 @@ def _reply(reply: Reply) -> str:
     return text if len(text) < 80 else text[:77] + "..."
 
 
-__all__ = ["AcquireFn", "HeldGrant", "Outcome", "SimClient", "Simulation"]
+__all__ = ["AcquireFn", "Grant", "Outcome", "SimClient", "Simulation"]
