@@ -253,11 +253,6 @@ class LockMaker(Generic[LockT, ReadWriteT, SessionT]):
                 stacklevel=3,
             )
 
-    @property
-    def _auth_packets(self) -> list[tuple[str, bytes]]:
-        """What the connection sends on every (re)connect."""
-        return [credential.packet for credential in self._credentials]
-
     def _facts(self) -> SessionFacts | None:
         session = self._session
         return None if session is None else session.facts
