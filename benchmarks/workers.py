@@ -523,7 +523,7 @@ def async_memory(ctl: Ctl, hosts: str, path: str, waiters: int, budget: float) -
 _TRANSPORT = (
     "/zklocks/_protocol/",
     "/zklocks/_transport/",
-    "/zklocks/_sync/native_session",
+    "/zklocks/_sync/native_carrier",
     "/kazoo/",
 )
 _BLOCKING = ("acquire' of '_thread", "select.", "poll", "'wait'", "epoll", "sleep")

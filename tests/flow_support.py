@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Generator
 from typing import Any
 
+from zklocks._core import kinds
 from zklocks._core.flow import AcquireSpec, Flow
 from zklocks._core.ops import TIMED_OUT, Created, NodeData, Pipeline, Stat, Wait, inline_cleanups
 from zklocks._core.steps import Gone
@@ -27,8 +28,11 @@ def theirs(seq: int, kind: str = "lock") -> str:
 
 
 def spec(**changes: Any) -> AcquireSpec:
+    """An ``AcquireSpec``; ``kind`` may be given by its name."""
     fields: dict[str, Any] = {"path": PATH, "kind": "lock", "data": b"d", "attempt": ATTEMPT}
     fields.update(changes)
+    if isinstance(fields["kind"], str):
+        fields["kind"] = kinds.of(fields["kind"])
     return AcquireSpec(**fields)
 
 

@@ -332,14 +332,14 @@ def tapped_factory(
 
 def native_sessions() -> Callable[..., Any]:
     """``Client``'s own session factory (no security options), to tap."""
-    from zklocks._sync.native_session import NativeSession
+    from zklocks._sync.native_carrier import NativeSyncCarrier
 
-    return NativeSession
+    return NativeSyncCarrier
 
 
 def native_async_sessions() -> Callable[..., Any]:
     """``AsyncClient``'s own session factory (no security options), to tap."""
-    from zklocks._asyncio.carrier import native_factory
+    from zklocks._asyncio.native_carrier import native_factory
 
     return native_factory()
 

@@ -29,7 +29,7 @@ an unexpected one is raised as ``LockError`` with the original as ``__cause__``.
 It sits at the bottom of the layers, beside ``_vocabulary``, so that the transport (which
 raises ``InvalidArgument`` for a bad ``SASL`` and ``ConnectionFailed`` from ``start()``)
 and the lock engine share one definition without importing each other.
-``zklocks._core.errors`` names the same classes.
+``zklocks._errors`` names the same classes.
 """
 
 from __future__ import annotations

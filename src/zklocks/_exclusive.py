@@ -36,8 +36,8 @@ from zklocks._asyncio.client import AsyncClient
 from zklocks._asyncio.hold import AsyncHold
 from zklocks._asyncio.locks import AsyncLock
 from zklocks._core import validate as _validate
-from zklocks._core.errors import InvalidArgument, LockTimeout
 from zklocks._core.lease import AsyncLease, Lease
+from zklocks._errors import InvalidArgument, LockTimeout
 from zklocks._frontend import operations
 from zklocks._frontend import settings as _environment
 from zklocks._sync.client import Client

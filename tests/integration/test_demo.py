@@ -168,7 +168,7 @@ def test_demo_exits_70_when_the_story_does_not_hold(
         raise ScenarioFailed("w1 was expected to fly")
 
     scenarios = [
-        demo_module.Scenario("broken", "broken", ("a story that cannot hold",), broken),
+        demo_module.DemoScenario("broken", "broken", ("a story that cannot hold",), broken),
         demo_module.BY_KEY["crash"],
     ]
     status = demo_module._play(PlainScreen(), scenarios, zk_server.hosts, 5.0, 1.0)

@@ -6,7 +6,7 @@ grew" instead of raw zxids); the transcripts must be equal, so the model cannot 
 from the thing it models.
 
 * ``CASES`` — raw ZooKeeper semantics: kazoo on the real server vs. ``zklocks.sim.Model``.
-* ``SESSION_CASES`` — the ``SyncSession`` interface the drivers use: the native
+* ``SESSION_CASES`` — the ``SyncCarrier`` interface the drivers use: the native
   transport on the real server vs. ``SimSession``, including session expiry.
 """
 
@@ -466,7 +466,7 @@ def test_the_table_checks_what_it_claims() -> None:
     assert stats[:3] == [True, True, (0, True, 0)]
 
 
-# -- the SyncSession interface: native transport vs SimSession ------------------------------
+# -- the SyncCarrier interface: native transport vs SimSession ------------------------------
 
 
 class Side(Protocol):

@@ -22,16 +22,16 @@ from nemesis.proxy import Proxy
 
 import zklocks
 from zklocks._core.ops import Create, Created
-from zklocks._sync.native_session import NativeSession, _Timers
+from zklocks._sync.native_carrier import NativeSyncCarrier, _Timers
 from zklocks._vocabulary import SessionState
 from zklocks.server import ZooKeeperServer
 
 WAIT = 20.0
 
 
-def _native(client: zklocks.Client) -> NativeSession:
+def _native(client: zklocks.Client) -> NativeSyncCarrier:
     session = client._session
-    assert isinstance(session, NativeSession)
+    assert isinstance(session, NativeSyncCarrier)
     return session
 
 

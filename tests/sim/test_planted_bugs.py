@@ -11,9 +11,10 @@ from collections.abc import Callable, Sequence
 import pytest
 
 from zklocks._core import strategies as _strategies
+from zklocks._core.kinds import EXCLUSIVE
 from zklocks._core.lease import LeaseBase
 from zklocks._core.lease_keeper import LeaseKeeper
-from zklocks._core.nodes import EXCLUSIVE_KINDS, NodeName
+from zklocks._core.nodes import NodeName
 from zklocks.sim import (
     KNOWN_ISSUES,
     SimulationFailure,
@@ -33,7 +34,7 @@ def read_watches_later_writer(me: NodeName, queue: Sequence[NodeName]) -> _strat
     writer queued *after* it, which waits for the reader: a deadlock."""
     if me.kind != "read":
         return _strategies.decide(me, queue)
-    writers = [node for node in queue if node.kind in EXCLUSIVE_KINDS]
+    writers = [node for node in queue if node.kind in EXCLUSIVE]
     if writers:
         return _strategies.WaitFor((writers[-1].name,))
     return _strategies.GRANTED

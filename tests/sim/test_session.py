@@ -11,6 +11,7 @@ import pytest
 import zklocks
 from zklocks._core import flow as _flow
 from zklocks._core import nodes as _nodes
+from zklocks._core.kinds import LOCK
 from zklocks._core.ops import TIMED_OUT, Create, Created, Exists, GetChildren, Stat
 from zklocks._protocol.errors import ClientClosedError, NoNodeError
 from zklocks._sync import driver
@@ -61,7 +62,7 @@ class Events:
 def spec(path: str, *, blocking: bool = True, deadline: float | None = None) -> _flow.AcquireSpec:
     return _flow.AcquireSpec(
         path=path,
-        kind="lock",
+        kind=LOCK,
         data=b"{}",
         attempt=_nodes.new_attempt(),
         blocking=blocking,

@@ -1,4 +1,4 @@
-"""How an ``AsyncSession.call`` waits for its replies (``_all_answered``).
+"""How an ``NativeAsyncCarrier.call`` waits for its replies (``_all_answered``).
 
 A caller cancelled while its requests are in flight leaves them to finish: the server
 applies them anyway, and the connection must still match each reply to its request.
@@ -12,7 +12,7 @@ import gc
 from typing import Any
 
 from helpers import run
-from zklocks._asyncio.session import _all_answered
+from zklocks._asyncio.native_carrier import _all_answered
 from zklocks._protocol.errors import NoNodeError
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from zklocks._cli.sanitise import cannot
-from zklocks._core.errors import LockError
+from zklocks._errors import LockError
 
 
 def test_a_library_message_that_starts_with_the_path_is_not_prefixed_again() -> None:

@@ -8,7 +8,7 @@ import pytest
 
 import zklocks
 import zklocks.sim
-from zklocks._frontend.options import ClientOptions, Security
+from zklocks._frontend.options import ClientOptions, ConnectionSecurity
 
 
 @pytest.mark.parametrize("option", ["session_timeout", "connect_timeout"])
@@ -45,5 +45,5 @@ def test_a_session_factory_gets_the_options_whole() -> None:
 
 
 def test_security_never_shows_its_secrets() -> None:
-    security = Security(None, (("digest", b"alice:s3cret"),))
+    security = ConnectionSecurity(None, (("digest", b"alice:s3cret"),))
     assert "s3cret" not in repr(security)

@@ -11,8 +11,8 @@ import pytest
 import zklocks
 from helpers import run_scenario
 from zklocks._core.deadline import NEVER, Deadline
-from zklocks._core.errors import InvalidArgument
 from zklocks._core.validate import FOREVER
+from zklocks._errors import InvalidArgument
 from zklocks.sim import SimServer, async_session_factory, session_factory
 
 

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from zklocks import InvalidArgument
-from zklocks._core import dialects, layouts, nodes
+from zklocks._core import dialects, kinds, layouts
 from zklocks._core.nodes import NodeName
 from zklocks._core.strategies import (
     CURATOR_RULES,
@@ -121,7 +121,7 @@ def test_a_curator_election_candidate_is_a_leader_latch_node_in_latch_order() ->
     assert [n.name for n in line] == [theirs, mine, later, f"lock-{A}-{seq(1)}"]
     assert CURATOR_RULES.decide(me, line) == WaitFor((theirs,))
     assert CURATOR_RULES.decide(line[0], line) == GRANTED
-    assert layouts.choose("curator", "elect") is layouts.CURATOR
+    assert layouts.choose("curator", kinds.ELECT) is layouts.CURATOR
 
 
 def test_a_leader_selector_candidate_is_a_curator_mutex_node() -> None:
@@ -137,9 +137,9 @@ def test_a_leader_selector_candidate_is_a_curator_mutex_node() -> None:
     line = selector.line_up_to(me, [mine, theirs])
     assert line is not None and [n.name for n in line] == [theirs, mine]
     assert CURATOR_RULES.decide(me, line) == WaitFor((theirs,))
-    assert layouts.choose("curator-selector", "elect") is layouts.CURATOR_SELECTOR
+    assert layouts.choose("curator-selector", kinds.ELECT) is layouts.CURATOR_SELECTOR
     with pytest.raises(InvalidArgument, match="curator-selector layout has no"):
-        layouts.choose("curator-selector", "lock")
+        layouts.choose("curator-selector", kinds.LOCK)
 
 
 def test_curator_read_write_order_and_who_is_a_writer() -> None:
@@ -236,8 +236,8 @@ def test_curator_readers_ignore_mutex_nodes_but_writers_do_not() -> None:
 
 
 def test_planted_rules_apply_to_every_kind() -> None:
-    planted = Rules.everywhere("planted", lambda me, queue: GRANTED, nodes.KINDS)
-    for kind in nodes.KINDS:
+    planted = Rules.everywhere("planted", lambda me, queue: GRANTED, kinds.NAMES)
+    for kind in kinds.NAMES:
         me = NodeName("n", kind, "", 1, 2)
         assert planted.decide(me, [me]) == GRANTED
 
@@ -258,7 +258,7 @@ def test_planted_rules_apply_to_every_kind() -> None:
 )
 def test_a_layout_refuses_what_it_lacks(name: object, kind: str, fair: bool, message: str) -> None:
     with pytest.raises(InvalidArgument, match=message.replace("no a ", "no an? ")):
-        layouts.choose(name, kind, fair=fair)
+        layouts.choose(name, kinds.of(kind), fair=fair)
 
 
 def test_the_clients_refuse_a_missing_kind_before_any_request() -> None:

@@ -19,9 +19,9 @@ import pytest
 
 from helpers import run
 from zklocks._asyncio import driver as async_driver
-from zklocks._core.errors import LockError, LockTimeout
 from zklocks._core.ops import TIMED_OUT, Cleanup, Delete, NodeData, Op, Reply, Request, Stat, Wait
 from zklocks._core.steps import Gone, await_deletion
+from zklocks._errors import LockError, LockTimeout
 from zklocks._sync import driver as sync_driver
 from zklocks._vocabulary import SessionFacts, Watcher, WatchEvent, WatchKind
 
@@ -149,7 +149,7 @@ def timing_out(steps: Generator[Op, Any, Any], deadline: float) -> Generator[Op,
 
 class HeldSession(TableSession):
     """Answers a delete only once ``answer`` is set: a server that cannot be reached.
-    ``in_background`` runs work on a thread, as ``NativeSession`` does."""
+    ``in_background`` runs work on a thread, as ``NativeSyncCarrier`` does."""
 
     def __init__(self) -> None:
         super().__init__()

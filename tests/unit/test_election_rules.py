@@ -12,11 +12,11 @@ from zklocks._core import dialects as _dialects
 from zklocks._core import election as _election
 from zklocks._core import multilock as _multilock
 from zklocks._core import nodes as _nodes
-from zklocks._core.errors import InvalidArgument
 from zklocks._core.lease import Lease
 from zklocks._core.nodes import NodeName
 from zklocks._core.ops import TIMED_OUT, Exists, GetChildren, NodeData, Pipeline, Stat, Wait
 from zklocks._core.strategies import GRANTED, Refused, WaitFor, decide, holders
+from zklocks._errors import InvalidArgument
 from zklocks._protocol.errors import (
     ClientClosedError,
     ConnectionLossError,

@@ -14,7 +14,7 @@ import pytest
 
 from zklocks._cli.common import hosts_option
 from zklocks._cli.security import Security, security_options
-from zklocks._core.errors import InvalidArgument
+from zklocks._errors import InvalidArgument
 from zklocks._frontend.settings import from_environment
 
 

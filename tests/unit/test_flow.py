@@ -17,7 +17,6 @@ from flow_support import (
     watched,
 )
 from zklocks._core import nodes as _nodes
-from zklocks._core.errors import InvalidArgument, LockTimeout
 from zklocks._core.flow import CLEANUP_GRACE, Acquired, acquire, release
 from zklocks._core.ops import (
     TIMED_OUT,
@@ -36,6 +35,7 @@ from zklocks._core.ops import (
     inline_cleanups,
 )
 from zklocks._core.steps import Gone
+from zklocks._errors import InvalidArgument, LockTimeout
 from zklocks._protocol.errors import (
     ConnectionLossError,
     NodeExistsError,

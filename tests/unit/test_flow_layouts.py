@@ -9,7 +9,6 @@ import pytest
 
 from flow_support import ATTEMPT, PATH, SESSION, Stepper, spec, watched
 from zklocks._core import layouts
-from zklocks._core.errors import LockTimeout
 from zklocks._core.flow import Acquired, acquire
 from zklocks._core.ops import (
     TIMED_OUT,
@@ -21,6 +20,7 @@ from zklocks._core.ops import (
     SessionId,
     Stat,
 )
+from zklocks._errors import LockTimeout
 from zklocks._protocol.errors import (
     ConnectionLossError,
     NodeExistsError,

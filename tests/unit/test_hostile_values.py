@@ -18,7 +18,7 @@ import zklocks
 from zklocks._cli.sanitise import clean, text
 from zklocks._core import nodes as _nodes
 from zklocks._core import validate as _validate
-from zklocks._core.errors import InvalidArgument
+from zklocks._errors import InvalidArgument
 
 HEX = "0123456789abcdef" * 2
 

@@ -28,7 +28,7 @@ def test_the_semaphore_kind_is_permit_but_its_nodes_and_metrics_keep_the_old_wor
 
 
 def test_exclusive_kinds_and_uses_come_from_the_table() -> None:
-    assert {"lock", "write", "elect"} == nodes.EXCLUSIVE_KINDS
+    assert {"lock", "write", "elect"} == kinds.EXCLUSIVE
     assert kinds.use_of("permit") == "a semaphore"
     assert kinds.use_of("elect") == "an election"
     assert kinds.use_of("foreign") == "a lock"  # a Curator child of no kind blocks as a lock

@@ -15,11 +15,11 @@ from test_contended_census import PRESENT, census
 
 from flow_support import PATH, SESSION, Stepper, created, mine, spec, theirs
 from zklocks._core import validate
-from zklocks._core.errors import InvalidArgument, LockTimeout
 from zklocks._core.flow import Acquired, acquire, release
 from zklocks._core.lock_delay import LockDelayWait
 from zklocks._core.ops import TIMED_OUT, Delete, Exists, GetChildren, Multi, Pipeline, Stat, Wait
 from zklocks._core.steps import Gone
+from zklocks._errors import InvalidArgument, LockTimeout
 from zklocks._protocol.errors import NoAuthError, NoNodeError
 from zklocks._protocol.records import Children, SetData
 from zklocks._vocabulary import WatchEvent, WatchKind

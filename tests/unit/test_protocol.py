@@ -45,7 +45,7 @@ from zklocks._protocol.records import (
     Sync,
     digest_acl,
 )
-from zklocks._protocol.session import Established, Expired, Notification, Session, WireReply
+from zklocks._protocol.session import Established, Expired, Session, WatchFired, WireReply
 
 DATA = json.loads((Path(__file__).parent / "data" / "captured.json").read_text())
 CAPTURED: dict[str, dict[str, Any]] = {case["name"]: case for case in DATA["cases"]}
@@ -412,11 +412,11 @@ def test_notifications_are_routed_to_watchers() -> None:
     session.watches.add(WatchTable.PERSISTENT_RECURSIVE, BASE, recursive.append)
     session.watches.add(WatchTable.EXIST, BASE + "/later", data.append)
     (changed,) = [e for e in session.receive(frames("notify_data_changed")[0])]
-    assert isinstance(changed, Notification)
+    assert isinstance(changed, WatchFired)
     assert (changed.event_type, changed.path) == (EventType.CHANGED, BASE)
     assert changed.watchers == [data.append, recursive.append]
     (created,) = session.receive(frames("notify_created")[0])
-    assert isinstance(created, Notification)
+    assert isinstance(created, WatchFired)
     assert (created.event_type, created.path) == (EventType.CREATED, BASE + "/later")
     assert created.watchers == [data.append, recursive.append]
     # one-shot watches are gone, the recursive one stays
@@ -442,7 +442,7 @@ def test_a_notification_with_a_zxid_leaves_last_zxid_alone(zxid: int) -> None:
     assert header(bytes(captured))[:2] == (-1, -1)  # 3.8: no zxid
     struct.pack_into(">q", captured, 8, zxid)  # as 3.9 sends it
     (event,) = session.receive(bytes(captured))
-    assert isinstance(event, Notification) and event.path == BASE
+    assert isinstance(event, WatchFired) and event.path == BASE
     assert session.last_zxid == seen
 
 
@@ -454,7 +454,7 @@ def test_notifications_ahead_of_a_reply() -> None:
     session._xid = header(frames("set_data")[-1])[0] - 1
     session.request(SetData(BASE, b"world", 0), "t")
     events = session.receive(b"".join(frames("set_data")))
-    assert [type(e) for e in events] == [Notification, WireReply]
+    assert [type(e) for e in events] == [WatchFired, WireReply]
     assert events[0].watchers == [calls.append]
 
 
@@ -470,7 +470,7 @@ def test_set_watches_requests_match_capture() -> None:
     assert set_watches == sent("set_watches2")
     assert struct.unpack_from(">ii", set_watches, 4) == (-8, OpCode.SET_WATCHES2)
     events = session.receive(b"".join(frames("set_watches2")))
-    assert [type(e) for e in events] == [Notification, WireReply]  # the child watch fired at once
+    assert [type(e) for e in events] == [WatchFired, WireReply]  # the child watch fired at once
     assert events[0].event_type == EventType.CHILD and events[0].watchers == [noop]
     session.receive(frames("auth_again")[0])
     assert session.in_flight == 0
@@ -484,7 +484,7 @@ def test_plain_set_watches_without_persistent_watches() -> None:
     (frame,) = session.restore()
     assert frame == sent("set_watches")
     created, done = session.receive(b"".join(frames("set_watches")))
-    assert isinstance(created, Notification) and created.event_type == EventType.CREATED
+    assert isinstance(created, WatchFired) and created.event_type == EventType.CREATED
     assert created.watchers == [noop]
     assert isinstance(done, WireReply) and done.ok
 
@@ -497,7 +497,7 @@ def test_close_session_reply_after_ephemeral_deletions() -> None:
     session._xid = close_xid - 1
     assert session.close_session("close") == sent("close_session")
     events = session.receive(b"".join(frames("close_session")))
-    assert [type(e) for e in events] == [Notification, Notification, WireReply]
+    assert [type(e) for e in events] == [WatchFired, WatchFired, WireReply]
     assert [(e.event_type, e.path) for e in events[:2]] == [
         (EventType.DELETED, BASE + "/eph"),
         (EventType.DELETED, BASE + "/seq-0000000001"),
@@ -514,7 +514,7 @@ def test_replies_fed_in_any_chunks(chunk: int) -> None:
     events: list[Any] = []
     for start in range(0, len(stream), chunk):
         events.extend(session.receive(stream[start : start + chunk]))
-    assert [type(e) for e in events] == [Notification, Notification, WireReply]
+    assert [type(e) for e in events] == [WatchFired, WatchFired, WireReply]
 
 
 def test_pipelined_replies_in_one_read() -> None:

@@ -8,8 +8,8 @@ import pytest
 
 from zklocks._core import nodes as _nodes
 from zklocks._core import validate as _validate
-from zklocks._core.errors import InvalidArgument
 from zklocks._core.revoke import CURATOR_MARKER, is_request, marked
+from zklocks._errors import InvalidArgument
 
 OURS = _nodes.encode_payload(_nodes.Payload("worker-7", "abc", "vm", 42))
 

@@ -7,12 +7,14 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from zklocks._asyncio import driver
-from zklocks._asyncio.carrier import StartableCarrier, native_factory
+from zklocks._asyncio.carrier import AsyncCarrier
 from zklocks._asyncio.election import AsyncElection, AsyncMultiLock
 from zklocks._asyncio.locks import AsyncLock, AsyncReadWriteLock
+from zklocks._asyncio.native_carrier import native_factory
 from zklocks._asyncio.transaction import AsyncTransaction
 from zklocks._core import contenders as _contenders
 from zklocks._core import events as _events
+from zklocks._core import kinds as _kinds
 from zklocks._core import reads as _reads
 from zklocks._core import revoke as _revoke
 from zklocks._core import validate as _validate
@@ -22,7 +24,6 @@ from zklocks._core.events import ConnectionState
 from zklocks._core.flow import Acquired
 from zklocks._core.inspect import LockSummary
 from zklocks._core.lease import AsyncLease
-from zklocks._core.nodes import ELECTION_KIND
 from zklocks._core.ops import Stat
 from zklocks._core.reads import UserWatch
 from zklocks._core.security import ACL
@@ -30,13 +31,13 @@ from zklocks._frontend import server_check as _server_check
 from zklocks._frontend import tools as _tools
 from zklocks._frontend.holdings import LockConfig
 from zklocks._frontend.lockmaker import LockMaker, SessionFactory, show_concrete_types
-from zklocks._frontend.options import Security
+from zklocks._frontend.options import ConnectionSecurity
 from zklocks._frontend.server_check import MemberVersion
 from zklocks._transport import forks
 from zklocks._vocabulary import SessionState
 
 
-class AsyncClient(LockMaker[AsyncLock, AsyncReadWriteLock, StartableCarrier]):
+class AsyncClient(LockMaker[AsyncLock, AsyncReadWriteLock, AsyncCarrier]):
     """The asyncio twin of ``Client``: same arguments, same locks, awaitable methods.
 
     As for ``Client``, a chroot in ``hosts`` must already exist, and ``session_timeout``
@@ -141,7 +142,7 @@ class AsyncClient(LockMaker[AsyncLock, AsyncReadWriteLock, StartableCarrier]):
     ) -> AsyncElection:
         """A leader election at ``path`` (see ``Client.election``)."""
         config = self._config(
-            path, ELECTION_KIND, identifier=identifier, layout=layout, lock_delay=lock_delay
+            path, _kinds.ELECT, identifier=identifier, layout=layout, lock_delay=lock_delay
         )
         return self._join(AsyncElection(self, config))
 
@@ -252,7 +253,7 @@ class AsyncClient(LockMaker[AsyncLock, AsyncReadWriteLock, StartableCarrier]):
         self._keeper.track(lease, session.watch_node)
         return lease
 
-    def _native_factory(self, security: Security) -> SessionFactory[StartableCarrier]:
+    def _native_factory(self, security: ConnectionSecurity) -> SessionFactory[AsyncCarrier]:
         return native_factory(security)
 
     def _schedule(self, delay: float, fn: Callable[[], None]) -> Callable[[], None]:

@@ -27,8 +27,8 @@ from typing import Any
 from zklocks._asyncio.carrier import AsyncCarrier
 from zklocks._core import ops
 from zklocks._core.deadline import Deadline
-from zklocks._core.errors import ClientClosed
 from zklocks._core.flow import Flow
+from zklocks._errors import ClientClosed
 from zklocks._frontend.operations import Finished, Operation, Stepper
 from zklocks._vocabulary import WatchEvent
 

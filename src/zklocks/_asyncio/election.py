@@ -12,8 +12,8 @@ from zklocks._asyncio import driver
 from zklocks._asyncio.locks import AsyncLock, _current_task
 from zklocks._core import validate as _validate
 from zklocks._core.contenders import Contender
-from zklocks._core.errors import NotHeld
 from zklocks._core.lease import AsyncLease
+from zklocks._errors import NotHeld
 from zklocks._frontend import operations
 from zklocks._frontend.multi import MultiLockCore
 from zklocks._frontend.operations import Ended

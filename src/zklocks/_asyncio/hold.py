@@ -17,8 +17,8 @@ import asyncio
 from collections.abc import Awaitable, Callable
 
 from zklocks._core import current as _current
-from zklocks._core.errors import LockLost
 from zklocks._core.lease import AsyncLease, LeaseBase
+from zklocks._errors import LockLost
 
 __all__ = ["AsyncHold"]
 

@@ -17,8 +17,8 @@ from zklocks._asyncio.hold import AsyncHold
 from zklocks._core import current as _current
 from zklocks._core import validate as _validate
 from zklocks._core.contenders import Contender
-from zklocks._core.errors import LockError
 from zklocks._core.lease import AsyncLease, Scheduler
+from zklocks._errors import LockError
 from zklocks._frontend import operations
 from zklocks._frontend.holdings import Host, LockConfig, LockCore, PairCore
 from zklocks._frontend.operations import Operation

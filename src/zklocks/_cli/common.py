@@ -19,7 +19,7 @@ from zklocks._cli.options import TEXT, Seconds
 from zklocks._cli.sanitise import cannot, clean
 from zklocks._cli.security import Security
 from zklocks._core.inspect import Place, line_up, short_name
-from zklocks._core.kinds import ELECT, words_for
+from zklocks._core.kinds import ELECT, LOCK, PERMIT, READ, WRITE, words_for
 from zklocks._core.security import perm_letters, show_id
 from zklocks._core.validate import hosts as hosts_string
 from zklocks._core.validate import lock_path
@@ -31,6 +31,10 @@ from zklocks._frontend.server_check import UnsafeServer
 __all__ = [
     "DEFAULT_SESSION_TIMEOUT",
     "ELECT",
+    "LOCK",
+    "PERMIT",
+    "READ",
+    "WRITE",
     "Place",
     "TLSFiles",
     "line_up",

@@ -52,7 +52,7 @@ from zklocks._cli.common import (
     seconds_option,
 )
 from zklocks._cli.demo_crew import ScenarioFailed
-from zklocks._cli.demo_scenarios import BY_KEY, SCENARIOS, Scenario
+from zklocks._cli.demo_scenarios import BY_KEY, SCENARIOS, DemoScenario
 from zklocks._cli.demo_screen import LiveScreen, PlainScreen, Screen
 from zklocks._cli.demo_stage import Stage
 from zklocks._cli.options import Seconds
@@ -207,7 +207,7 @@ class _Watchdog:
 
 def _play(
     screen: Screen,
-    scenarios: Sequence[Scenario],
+    scenarios: Sequence[DemoScenario],
     hosts: str | None,
     connect_timeout: float,
     session_timeout: float,
@@ -282,7 +282,9 @@ def _start_server(screen: Screen) -> tuple[ZooKeeperServer, str]:
     return server, server.hosts
 
 
-def _one(stage: Stage, number: int, total: int, scenario: Scenario) -> tuple[bool, str, list[str]]:
+def _one(
+    stage: Stage, number: int, total: int, scenario: DemoScenario
+) -> tuple[bool, str, list[str]]:
     stage.screen.begin(number, total, scenario.title, scenario.story)
     crew = stage.new_crew()
     ok = True

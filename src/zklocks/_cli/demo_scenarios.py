@@ -301,7 +301,9 @@ def play_pause(stage: Stage, crew: Crew) -> list[str]:
 
 
 @dataclass(frozen=True)
-class Scenario:
+class DemoScenario:
+    """One scene ``zklocks demo`` plays (not the simulator's ``zklocks.sim.Scenario``)."""
+
     key: str
     title: str
     story: tuple[str, ...]
@@ -309,7 +311,7 @@ class Scenario:
 
 
 SCENARIOS = (
-    Scenario(
+    DemoScenario(
         "fair",
         "fair lock",
         (
@@ -319,7 +321,7 @@ SCENARIOS = (
         ),
         play_fair,
     ),
-    Scenario(
+    DemoScenario(
         "rw",
         "read/write",
         (
@@ -328,7 +330,7 @@ SCENARIOS = (
         ),
         play_read_write,
     ),
-    Scenario(
+    DemoScenario(
         "crash",
         "crash",
         (
@@ -337,7 +339,7 @@ SCENARIOS = (
         ),
         play_crash,
     ),
-    Scenario(
+    DemoScenario(
         "pause",
         "pause",
         (

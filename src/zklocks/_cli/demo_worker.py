@@ -34,10 +34,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from zklocks import Client, Lease, Lock
-from zklocks._core.errors import LockError
 from zklocks._core.ops import Reply, Request, Wake
+from zklocks._errors import LockError
 from zklocks._protocol.errors import ZooKeeperError
-from zklocks._sync.native_session import NativeSession
+from zklocks._sync.native_carrier import NativeSyncCarrier
 from zklocks._vocabulary import DEFAULT_SESSION_TIMEOUT, Watcher, WatchEvent, WatchKind
 from zklocks.fencing import FencedStore, StaleToken
 
@@ -51,7 +51,7 @@ def report(event: str, **fields: Any) -> None:
         sys.stdout.flush()
 
 
-class _CountingSession(NativeSession):
+class _CountingSession(NativeSyncCarrier):
     """Our session, reporting the deletion watches that a waiting flow sets and that fire."""
 
     def call(

@@ -51,11 +51,16 @@ import click
 from zklocks import AccessDenied, Client, Lease, LeaseUnkeepable, Lock, LockError, LockTimeout
 from zklocks._cli.common import (
     CONTEXT,
+    ELECT,
     EX_CANNOT_EXECUTE,
     EX_CONFIG,
     EX_NOPERM,
     EX_NOT_ACQUIRED,
     EX_NOT_FOUND,
+    LOCK,
+    PERMIT,
+    READ,
+    WRITE,
     check_path,
     command_verbosity,
     connect,
@@ -126,7 +131,7 @@ def _raise_interrupted(signum: int, frame: FrameType | None) -> None:
 class RunOptions:
     path: str
     command: tuple[str, ...]
-    kind: str  # lock | read | write | semaphore | elect
+    kind: str  # a kind's name (zklocks._core.kinds): lock | read | write | permit | elect
     permits: int | None
     timeout: float | None
     non_blocking: bool
@@ -147,7 +152,8 @@ class RunOptions:
     @property
     def held(self) -> str:
         """What the lease gives, in words: the lock on PATH, or leadership of PATH."""
-        return f"leadership of {self.path}" if self.kind == "elect" else f"the lock on {self.path}"
+        elected = self.kind == ELECT.name
+        return f"leadership of {self.path}" if elected else f"the lock on {self.path}"
 
 
 def exit_unless_runnable(command: tuple[str, ...]) -> None:
@@ -256,7 +262,7 @@ def run(
     command = command_to_run(command, shell_command)
     if read and write:
         raise click.UsageError("--read and --write exclude each other: pick one side")
-    mode = "read" if read else "write" if write else None
+    mode = READ.name if read else WRITE.name if write else None
     if timeout == math.inf:
         timeout = None  # no limit: wait as long as it takes
     if mode is not None and permits is not None:
@@ -267,7 +273,7 @@ def run(
         raise click.UsageError("--layout kazoo has no semaphore (kazoo's is not offered)")
     if command:  # no command: we hold the lock ourselves
         exit_unless_runnable(command)
-    kind = "semaphore" if permits is not None else mode or "lock"
+    kind = PERMIT.name if permits is not None else mode or LOCK.name
     options = RunOptions(
         path=path,
         command=command,
@@ -359,7 +365,7 @@ class _Run:
 
     def _lock(self) -> Lock:
         o = self.options
-        if o.kind == "semaphore":
+        if o.kind == PERMIT.name:
             assert o.permits is not None
             return self.client.semaphore(
                 o.path,
@@ -369,7 +375,7 @@ class _Run:
                 max_hold=o.max_hold,
                 lock_delay=o.lock_delay,
             )
-        if o.kind == "elect":  # zklocks elect: an election is a lock kind
+        if o.kind == ELECT.name:  # zklocks elect: an election is a lock kind
             return self.client.election(o.path, identifier=o.identifier, lock_delay=o.lock_delay)
         options: dict[str, Any] = {
             "identifier": o.identifier,
@@ -377,9 +383,9 @@ class _Run:
             "max_hold": o.max_hold,
             "lock_delay": o.lock_delay,
         }
-        if o.kind in ("read", "write"):
+        if o.kind in (READ.name, WRITE.name):
             rw = self.client.read_write_lock(o.path, **options)
-            return rw.read if o.kind == "read" else rw.write
+            return rw.read if o.kind == READ.name else rw.write
         return self.client.lock(o.path, **options)
 
     def run(self) -> int:
@@ -417,7 +423,7 @@ class _Run:
 
     def _not_acquired(self, lock: Lock) -> str:
         o = self.options
-        outcome = "elected" if o.kind == "elect" else "acquired"
+        outcome = "elected" if o.kind == ELECT.name else "acquired"
         why = (
             f"not {outcome} (--non-blocking)"
             if o.non_blocking

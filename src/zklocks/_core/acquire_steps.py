@@ -18,9 +18,9 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeAlias, TypeVar
 
+from zklocks._core import kinds as _kinds
 from zklocks._core import layouts as _layouts
 from zklocks._core.contender import Contender, contender_of
-from zklocks._core.errors import AccessDenied, ClientClosed, LockError, LockTimeout
 from zklocks._core.ops import (
     TIMED_OUT,
     Cleanup,
@@ -37,6 +37,7 @@ from zklocks._core.ops import (
 from zklocks._core.security import AclPolicy, public_acl, weak_directory_message, weaker_entries
 from zklocks._core.steps import Gone, await_deletion, make_parents
 from zklocks._core.strategies import WaitFor
+from zklocks._errors import AccessDenied, ClientClosed, LockError, LockTimeout
 from zklocks._protocol.errors import (
     ClientClosedError,
     ConnectionLossError,
@@ -74,7 +75,7 @@ class AcquireSpec:
     """What one acquire call wants; ``deadline`` is on the driver's clock."""
 
     path: str
-    kind: str
+    kind: _kinds.Kind
     data: bytes
     attempt: str
     permits: int | None = None
@@ -94,7 +95,7 @@ class AcquireSpec:
     @property
     def prefix(self) -> str:
         """Our node's name without the sequence: it carries our attempt token."""
-        return self.layout.dialect.prefix(self.kind, self.attempt, self.permits)
+        return self.layout.dialect.prefix(self.kind.name, self.attempt, self.permits)
 
 
 @dataclass(frozen=True, slots=True)

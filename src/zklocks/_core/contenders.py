@@ -14,9 +14,9 @@ from zklocks._core import dialects as _dialects
 from zklocks._core import layouts as _layouts
 from zklocks._core import nodes as _nodes
 from zklocks._core.contender import Contender, contender_of
-from zklocks._core.errors import LockError
 from zklocks._core.flow import access_denied
 from zklocks._core.ops import GetACL, GetChildren, GetData, NodeACL, NodeData, Op, Pipeline, Sync
+from zklocks._errors import LockError
 from zklocks._protocol.errors import (
     ConnectionLossError,
     NoAuthError,

@@ -35,6 +35,7 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import replace
 
+from zklocks._core import kinds as _kinds
 from zklocks._core import nodes as _nodes
 from zklocks._core.nodes import NodeName
 
@@ -70,7 +71,7 @@ class ZklocksDialect(Dialect):
     """
 
     name = "zklocks"
-    kinds = frozenset(_nodes.KINDS)
+    kinds = frozenset(_kinds.NAMES)
 
     def prefix(self, kind: str, attempt: str, permits: int | None = None) -> str:
         return _nodes.sequential_prefix(kind, attempt, permits)
@@ -81,7 +82,7 @@ class ZklocksDialect(Dialect):
     def line_up_to(self, me: NodeName, children: Iterable[str]) -> list[NodeName] | None:
         names = list(children)
         line = _nodes.line_up_to(me, names)
-        if line is None or me.kind != _nodes.ELECTION_KIND:
+        if line is None or me.kind != _kinds.ELECT.name:
             return line
         for name in names:
             whose = foreign_candidate(name)
@@ -97,11 +98,11 @@ _CURATOR = re.compile(
 # Curator's markers: ``lease-`` is SemaphoreV2's (the same word as our permit prefix),
 # ``latch-`` LeaderLatch's (an election candidate).
 _CURATOR_KIND = {
-    "lock-": "lock",
-    "__READ__": "read",
-    "__WRIT__": "write",
-    "lease-": _nodes.PERMIT_KIND,
-    "latch-": _nodes.ELECTION_KIND,
+    "lock-": _kinds.LOCK.name,
+    "__READ__": _kinds.READ.name,
+    "__WRIT__": _kinds.WRITE.name,
+    "lease-": _kinds.PERMIT.name,
+    "latch-": _kinds.ELECT.name,
 }
 _CURATOR_MARKER = {kind: marker for marker, kind in _CURATOR_KIND.items()}
 _TRAILING_NUMBER = re.compile(r"(-?[0-9]{9,10})$")
@@ -140,7 +141,7 @@ class CuratorDialect(Dialect):
     """
 
     name = "curator"
-    kinds = frozenset({"lock", "read", "write", _nodes.PERMIT_KIND, _nodes.ELECTION_KIND})
+    kinds = frozenset(_CURATOR_KIND.values())
 
     def prefix(self, kind: str, attempt: str, permits: int | None = None) -> str:
         if kind not in _CURATOR_MARKER:
@@ -159,12 +160,12 @@ class CuratorDialect(Dialect):
         names = list(children)
         if me.name not in names:
             return None
-        if me.kind == _nodes.PERMIT_KIND:  # SemaphoreV2's leases: every child counts, in no order
+        if me.kind == _kinds.PERMIT.name:  # SemaphoreV2's leases: every child counts, in no order
             return [self._seen(name) for name in sorted(names)]
         key = curator_mutex_key
-        if me.kind in ("read", "write"):
+        if me.kind in (_kinds.READ.name, _kinds.WRITE.name):
             key = curator_read_write_key
-        elif me.kind == _nodes.ELECTION_KIND:
+        elif me.kind == _kinds.ELECT.name:
             key = curator_latch_key
         names.sort(key=key)  # stable, like Java's sort of the same listing
         return [self._seen(name) for name in names]
@@ -174,7 +175,7 @@ class CuratorDialect(Dialect):
         if node is not None:
             return node
         match = _TRAILING_NUMBER.search(name)
-        kind = "write" if "__WRIT__" in name else "foreign"
+        kind = _kinds.WRITE.name if "__WRIT__" in name else "foreign"
         return NodeName(name, kind, "", int(match.group(1)) if match else 0, dialect=self.name)
 
 
@@ -185,18 +186,18 @@ class CuratorSelectorDialect(CuratorDialect):
     Only elections: its nodes are Curator's mutex nodes, read as candidates here."""
 
     name = "curator-selector"
-    kinds = frozenset({_nodes.ELECTION_KIND})
+    kinds = frozenset({_kinds.ELECT.name})
 
     def prefix(self, kind: str, attempt: str, permits: int | None = None) -> str:
-        if kind != _nodes.ELECTION_KIND:
+        if kind != _kinds.ELECT.name:
             raise ValueError(f"Curator's LeaderSelector has no contender kind {kind!r}")
-        return super().prefix("lock", attempt)
+        return super().prefix(_kinds.LOCK.name, attempt)
 
     def read(self, name: str) -> NodeName | None:
         node = super().read(name)
-        if node is None or node.kind != "lock":
+        if node is None or node.kind != _kinds.LOCK.name:
             return None
-        return replace(node, kind=_nodes.ELECTION_KIND, dialect=self.name)
+        return replace(node, kind=_kinds.ELECT.name, dialect=self.name)
 
     def line_up_to(self, me: NodeName, children: Iterable[str]) -> list[NodeName] | None:
         names = list(children)
@@ -211,7 +212,7 @@ class CuratorSelectorDialect(CuratorDialect):
 
 _KAZOO = re.compile(r"^([0-9a-f]{32})(__lock__|__rlock__)(-?[0-9]{9,10})$")
 _KAZOO_CONTENDER = re.compile(r"(__lock__|__rlock__)(-?[0-9]{10})$")  # kazoo's own search
-_KAZOO_KIND = {"__lock__": "write", "__rlock__": "read"}
+_KAZOO_KIND = {"__lock__": _kinds.WRITE.name, "__rlock__": _kinds.READ.name}
 
 
 class KazooDialect(Dialect):
@@ -225,7 +226,7 @@ class KazooDialect(Dialect):
     """
 
     name = "kazoo"
-    kinds = frozenset({"lock", "read", "write"})
+    kinds = frozenset({_kinds.LOCK.name, _kinds.READ.name, _kinds.WRITE.name})
 
     def prefix(self, kind: str, attempt: str, permits: int | None = None) -> str:
         if kind not in self.kinds:
@@ -286,7 +287,7 @@ def foreign_candidate(name: str) -> str | None:
         return "Curator's LeaderLatch"
     node = CURATOR.read(name)
     if node is not None:
-        if node.kind == "lock":
+        if node.kind == _kinds.LOCK.name:
             return "Curator's LeaderSelector or InterProcessMutex"
         return "Curator's lock recipes"
     if KAZOO.read(name) is not None:

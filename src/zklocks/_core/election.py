@@ -24,9 +24,9 @@ from collections.abc import Generator
 from typing import Any
 
 from zklocks._core import dialects as _dialects
+from zklocks._core import kinds as _kinds
 from zklocks._core import nodes as _nodes
 from zklocks._core.contender import Contender, contender_of
-from zklocks._core.errors import ClientClosed, LockError
 from zklocks._core.flow import access_denied
 from zklocks._core.ops import (
     TIMED_OUT,
@@ -41,6 +41,7 @@ from zklocks._core.ops import (
     Wake,
 )
 from zklocks._core.steps import await_deletion
+from zklocks._errors import ClientClosed, LockError
 from zklocks._protocol.errors import (
     ClientClosedError,
     ConnectionLossError,
@@ -50,7 +51,7 @@ from zklocks._protocol.errors import (
 )
 from zklocks._vocabulary import WatchKind
 
-KIND = _nodes.ELECTION_KIND
+KIND = _kinds.ELECT.name
 
 
 def candidates(

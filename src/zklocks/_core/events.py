@@ -29,9 +29,9 @@ from collections.abc import Callable, Generator
 from typing import Any, Protocol
 
 from zklocks._core import dialects as _dialects
-from zklocks._core.errors import InvalidArgument, LockTimeout
 from zklocks._core.lock_delay import LockDelayWait
 from zklocks._core.ops import Children, Created, Op, Pipeline
+from zklocks._errors import InvalidArgument, LockTimeout
 from zklocks._vocabulary import SessionState, tell_each
 
 log = logging.getLogger("zklocks.lock")

@@ -73,6 +73,7 @@ from dataclasses import replace
 from typing import Any
 
 from zklocks._core import dialects as _dialects
+from zklocks._core import kinds as _kinds
 from zklocks._core import lock_delay as _lock_delay
 from zklocks._core import nodes as _nodes
 from zklocks._core import one_node as _one_node
@@ -98,9 +99,9 @@ from zklocks._core.acquire_steps import (
     timed_out,
     unexpected,
 )
-from zklocks._core.errors import InvalidArgument
 from zklocks._core.ops import TIMED_OUT, Create, Created, Exists, GetChildren, Op, SessionId, Stat
 from zklocks._core.strategies import Granted, Refused
+from zklocks._errors import InvalidArgument
 from zklocks._protocol.errors import ConnectionLossError, NoNodeError, SessionExpiredError
 from zklocks._protocol.records import Children
 
@@ -122,7 +123,7 @@ def acquire(spec: AcquireSpec) -> Generator[Op, Any, Acquired | None]:
     """Acquire per ``spec``: ``Acquired``, ``None`` (non-blocking miss) or raise."""
     if not spec.fair:
         return (yield from _one_node.acquire(spec))
-    if spec.kind == _nodes.PERMIT_KIND and spec.layout.two_stage_semaphore:
+    if spec.kind is _kinds.PERMIT and spec.layout.two_stage_semaphore:
         return (yield from _acquire_two_stages(spec))
     acquired: Acquired | None = yield from _acquire_queued(spec)
     return acquired
@@ -207,7 +208,7 @@ def _acquire_two_stages(spec: AcquireSpec) -> Generator[Op, Any, Acquired | None
     the lease node was made in a session other than the mutex node's (the session
     expired between the two): the mutex went with it.
     """
-    mutex = replace(spec, path=f"{spec.path}/locks", kind="lock", permits=None)
+    mutex = replace(spec, path=f"{spec.path}/locks", kind=_kinds.LOCK, permits=None)
     lease = replace(spec, path=f"{spec.path}/leases")
     while True:
         held: Acquired | None = yield from _acquire_queued(mutex)

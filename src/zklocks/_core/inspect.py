@@ -17,11 +17,11 @@ from zklocks._core import dialects as _dialects
 from zklocks._core import layouts as _layouts
 from zklocks._core import nodes as _nodes
 from zklocks._core.contenders import Contender
-from zklocks._core.errors import LockError
 from zklocks._core.flow import access_denied
 from zklocks._core.kinds import ELECT, LOCK, PERMIT, READ, WRITE
 from zklocks._core.ops import Delete, Exists, GetChildren, Op, Pipeline, SessionId, Stat
 from zklocks._core.strategies import Granted, Refused, WaitFor
+from zklocks._errors import LockError
 from zklocks._protocol.constants import AddWatchMode
 from zklocks._protocol.errors import (
     ConnectionLossError,

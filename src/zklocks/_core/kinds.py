@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Kind:
     """One contender kind and everything the rest of the library says about it."""
 
@@ -33,11 +33,18 @@ class Kind:
         return self.name
 
 
-LOCK = Kind("lock", True, "a lock", "exclusive lock", "lock", "lock", "lock")
-READ = Kind("read", False, "a lock", "read/write lock", "read", "read", "read")
-WRITE = Kind("write", True, "a lock", "read/write lock", "write", "write", "write")
-PERMIT = Kind("permit", False, "a semaphore", "semaphore", "semaphore", "lease", "lease")
-ELECT = Kind("elect", True, "an election", "leader election", "election", "elect", "elect")
+# fmt: off
+LOCK = Kind(name="lock", exclusive=True, use="a lock", what="exclusive lock", words="lock",
+            prefix="lock", metric_label="lock")
+READ = Kind(name="read", exclusive=False, use="a lock", what="read/write lock", words="read",
+            prefix="read", metric_label="read")
+WRITE = Kind(name="write", exclusive=True, use="a lock", what="read/write lock", words="write",
+             prefix="write", metric_label="write")
+PERMIT = Kind(name="permit", exclusive=False, use="a semaphore", what="semaphore",
+              words="semaphore", prefix="lease", metric_label="lease")
+ELECT = Kind(name="elect", exclusive=True, use="an election", what="leader election",
+             words="election", prefix="elect", metric_label="elect")
+# fmt: on
 
 KINDS: dict[str, Kind] = {kind.name: kind for kind in (LOCK, READ, WRITE, PERMIT, ELECT)}
 NAMES = tuple(KINDS)
@@ -60,12 +67,6 @@ def use_of(name: str) -> str:
     (Curator's ``foreign`` children: they block as a lock holder would)."""
     kind = KINDS.get(name)
     return kind.use if kind is not None else "a lock"
-
-
-def what_of(name: str) -> str:
-    """The lock a contender of kind ``name`` belongs to, for refusals (unknown: as is)."""
-    kind = KINDS.get(name)
-    return kind.what if kind is not None else name
 
 
 def metric_label(name: str) -> str:

@@ -22,7 +22,7 @@ from zklocks._core import dialects as _dialects
 from zklocks._core import kinds as _kinds
 from zklocks._core import nodes as _nodes
 from zklocks._core import strategies as _strategies
-from zklocks._core.errors import InvalidArgument
+from zklocks._errors import InvalidArgument
 
 
 @dataclass(frozen=True, eq=False)
@@ -56,14 +56,14 @@ LAYOUTS: dict[str, Layout] = {
 NAMES = tuple(LAYOUTS)
 
 
-def choose(name: object, kind: str, *, fair: bool = True) -> Layout:
+def choose(name: object, kind: _kinds.Kind, *, fair: bool = True) -> Layout:
     """The layout called ``name`` for a lock of ``kind``; ``InvalidArgument`` if there is
     no such layout or it has no such kind."""
     layout = LAYOUTS.get(name) if isinstance(name, str) else None
     if layout is None:
         raise InvalidArgument(f"layout must be one of {', '.join(NAMES)}, not {name!r}")
-    if kind not in layout.dialect.kinds:
-        raise InvalidArgument(f"the {layout.name} layout has no {_kinds.what_of(kind)}")
+    if kind.name not in layout.dialect.kinds:
+        raise InvalidArgument(f"the {layout.name} layout has no {kind.what}")
     if not fair and not layout.one_node_lock:
         raise InvalidArgument(
             f"the {layout.name} layout has no one-node lock (fair=False): its locks queue"

@@ -49,7 +49,7 @@ from zklocks._core import events as _events
 from zklocks._core import revoke as _revoke
 from zklocks._core import waiting as _waiting
 from zklocks._core.deadline import Deadline
-from zklocks._core.errors import LockError, LockLost
+from zklocks._errors import LockError, LockLost
 from zklocks._vocabulary import SessionFacts
 
 LostCallback = Callable[["LeaseBase"], None]

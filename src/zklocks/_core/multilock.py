@@ -25,8 +25,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Protocol, TypeVar
 
-from zklocks._core.errors import InvalidArgument
 from zklocks._core.lease import LeaseBase
+from zklocks._errors import InvalidArgument
 
 
 class Part(Protocol):

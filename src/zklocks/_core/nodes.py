@@ -37,10 +37,6 @@ from dataclasses import dataclass
 
 from zklocks._core import kinds as _kinds
 
-KINDS = _kinds.NAMES
-EXCLUSIVE_KINDS = _kinds.EXCLUSIVE
-ELECTION_KIND = _kinds.ELECT.name  # a candidate in a leader election: the head leads
-PERMIT_KIND = _kinds.PERMIT.name  # a semaphore permit
 SINGLE_NODE = "lock"
 
 _PLAIN_PREFIXES = "|".join(k.prefix for k in _kinds.KINDS.values() if k is not _kinds.PERMIT)
@@ -77,7 +73,7 @@ def new_attempt() -> str:
 def sequential_prefix(kind: str, attempt: str, permits: int | None = None) -> str:
     """The name to create (ZooKeeper appends the sequence)."""
     prefix = _kinds.of(kind).prefix
-    if kind == PERMIT_KIND:
+    if kind == _kinds.PERMIT.name:
         if permits is None:
             raise ValueError("a semaphore permit needs its permits")
         return f"{prefix}-{permits}-{attempt}-"
@@ -95,7 +91,7 @@ PARSE_CACHE_SIZE = 1024
 def parse(name: str) -> NodeName | None:
     """The contender a child name denotes, or ``None`` for a foreign child (cached)."""
     if name == SINGLE_NODE:
-        return NodeName(name=name, kind="lock", attempt="", sequence=0)
+        return NodeName(name=name, kind=_kinds.LOCK.name, attempt="", sequence=0)
     match = _SEQUENTIAL.match(name)
     if match:
         prefix, attempt, text = match.groups()
@@ -109,7 +105,7 @@ def parse(name: str) -> NodeName | None:
         sequence = int(text)
         if not -_HALF <= sequence < _HALF:
             return None
-        return NodeName(name, PERMIT_KIND, attempt, sequence, int(permits))
+        return NodeName(name, _kinds.PERMIT.name, attempt, sequence, int(permits))
     return None
 
 

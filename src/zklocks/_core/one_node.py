@@ -39,7 +39,6 @@ from zklocks._core.acquire_steps import (
     retry_of,
     unexpected,
 )
-from zklocks._core.errors import InvalidArgument
 from zklocks._core.ops import (
     TIMED_OUT,
     Create,
@@ -53,6 +52,7 @@ from zklocks._core.ops import (
     Stat,
 )
 from zklocks._core.strategies import WaitFor
+from zklocks._errors import InvalidArgument
 from zklocks._protocol.errors import (
     ClientClosedError,
     ConnectionLossError,

@@ -26,8 +26,8 @@ from collections.abc import Callable, Generator
 from typing import Any, NoReturn
 
 from zklocks._core.acquire_steps import access_denied
-from zklocks._core.errors import ClientClosed, InvalidArgument, LockError, NoNode
 from zklocks._core.ops import Exists, GetChildren, GetData, NodeData, Op, Pipeline, Request, Stat
+from zklocks._errors import ClientClosed, InvalidArgument, LockError, NoNode
 from zklocks._protocol import codec
 from zklocks._protocol.errors import (
     ClientClosedError,

@@ -22,9 +22,9 @@ from typing import Any
 
 from zklocks._core import nodes as _nodes
 from zklocks._core.contenders import read_line
-from zklocks._core.errors import LockError
 from zklocks._core.flow import access_denied
 from zklocks._core.ops import GetData, Multi, NodeData, Op
+from zklocks._errors import LockError
 from zklocks._protocol.errors import (
     BadVersionError,
     ConnectionLossError,

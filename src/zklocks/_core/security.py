@@ -22,7 +22,7 @@ import ssl as _ssl
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from zklocks._core.errors import InvalidArgument
+from zklocks._errors import InvalidArgument
 from zklocks._protocol.constants import Perm
 from zklocks._protocol.credential import Credential
 from zklocks._protocol.records import Id, WireACL

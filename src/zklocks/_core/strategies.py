@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from typing import TypeAlias
 
 from zklocks._core import kinds as _kinds
-from zklocks._core.nodes import ELECTION_KIND, EXCLUSIVE_KINDS, PERMIT_KIND, NodeName
+from zklocks._core.nodes import NodeName
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,9 +122,9 @@ ZKLOCKS_RULES = Rules(
     {
         _kinds.LOCK.name: _ours(_exclusive_rule),
         _kinds.WRITE.name: _ours(_exclusive_rule),
-        ELECTION_KIND: _ours(_exclusive_rule),
+        _kinds.ELECT.name: _ours(_exclusive_rule),
         _kinds.READ.name: _ours(_read_rule),
-        PERMIT_KIND: _ours(lambda me, ahead: _permit(me, ahead)),
+        _kinds.PERMIT.name: _ours(lambda me, ahead: _permit(me, ahead)),
     },
 )
 
@@ -156,7 +156,7 @@ def _mixing(me: NodeName, queue: Sequence[NodeName]) -> Refused | None:
         if theirs != mine:
             first, second = sorted((mine, theirs), key=_kinds.USE_ORDER.index)
             return Refused(f"this path is used both as {first} and as {second}")
-        if me.kind == PERMIT_KIND and other.permits != me.permits:
+        if me.kind == _kinds.PERMIT.name and other.permits != me.permits:
             return Refused(
                 f"semaphore contenders disagree on permits: {other.permits} (node "
                 f"{other.name}) and {me.permits} (ours)"
@@ -172,7 +172,7 @@ def _exclusive(ahead: Sequence[NodeName]) -> Decision:
 
 def _read(ahead: Sequence[NodeName]) -> Decision:
     for node in reversed(ahead):
-        if node.kind in EXCLUSIVE_KINDS:
+        if node.kind in _kinds.EXCLUSIVE:
             return WaitFor((node.name,))
     return GRANTED
 
@@ -201,7 +201,7 @@ def _curator_read(me: NodeName, queue: Sequence[NodeName]) -> Decision:
     """A Curator reader holds unless a ``__WRIT__`` node is before it; it waits for the
     nearest one (Curator watches the first; either is correct, the nearest wakes once)."""
     for node in reversed(_ahead_of(me, queue)):
-        if node.kind == "write":
+        if node.kind == _kinds.WRITE.name:
             return WaitFor((node.name,))
     return GRANTED
 
@@ -219,14 +219,14 @@ def _curator_lease(me: NodeName, queue: Sequence[NodeName]) -> Decision:
 CURATOR_RULES = Rules(
     "curator",
     {
-        "lock": _first,
-        "write": _first,
-        "read": _curator_read,
-        PERMIT_KIND: _curator_lease,
-        ELECTION_KIND: _first,  # LeaderLatch: first of every child in latch- order leads
+        _kinds.LOCK.name: _first,
+        _kinds.WRITE.name: _first,
+        _kinds.READ.name: _curator_read,
+        _kinds.PERMIT.name: _curator_lease,
+        _kinds.ELECT.name: _first,  # LeaderLatch: first of every child in latch- order leads
     },
 )
 KAZOO_RULES = Rules(
     "kazoo",
-    {"write": _first, "read": lambda me, queue: _read(_ahead_of(me, queue))},
+    {_kinds.WRITE.name: _first, _kinds.READ.name: lambda me, queue: _read(_ahead_of(me, queue))},
 )

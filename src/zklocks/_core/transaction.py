@@ -41,7 +41,9 @@ from __future__ import annotations
 from collections.abc import Generator, Sequence
 from typing import Any, TypeAlias, TypeVar
 
-from zklocks._core.errors import (
+from zklocks._core.lease import LeaseBase
+from zklocks._core.ops import Op
+from zklocks._errors import (
     ClientClosed,
     InvalidArgument,
     InvalidPath,
@@ -49,8 +51,6 @@ from zklocks._core.errors import (
     LockLost,
     TransactionFailed,
 )
-from zklocks._core.lease import LeaseBase
-from zklocks._core.ops import Op
 from zklocks._protocol import codec
 from zklocks._protocol.errors import (
     ClientClosedError,

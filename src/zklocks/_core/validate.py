@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from zklocks._core.errors import InvalidArgument, InvalidPath
+from zklocks._errors import InvalidArgument, InvalidPath
 from zklocks._protocol import codec
 from zklocks._vocabulary import DEFAULT_CLOCK_DRIFT as DEFAULT_CLOCK_DRIFT  # re-exported
 

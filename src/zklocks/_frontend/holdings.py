@@ -20,11 +20,11 @@ from typing import Any, Generic, Protocol, TypeVar
 from zklocks._core import kinds as _kinds
 from zklocks._core import nodes as _nodes
 from zklocks._core import validate as _validate
-from zklocks._core.errors import AlreadyHeld, InvalidArgument, LockLost, NotHeld
 from zklocks._core.flow import Acquired, AcquireSpec
 from zklocks._core.layouts import ZKLOCKS, Layout, choose
 from zklocks._core.lease import LeaseBase, Scheduler
 from zklocks._core.security import AclPolicy
+from zklocks._errors import AlreadyHeld, InvalidArgument, LockLost, NotHeld
 
 _HOST = socket.gethostname()
 
@@ -34,7 +34,7 @@ class LockConfig:
     """A lock's fixed parameters, validated once at creation."""
 
     path: str
-    kind: str  # lock | read | write | permit | elect (zklocks._core.kinds)
+    kind: _kinds.Kind  # one of zklocks._core.kinds.KINDS
     fair: bool = True
     permits: int | None = None
     reentrant: bool = False
@@ -82,7 +82,7 @@ def _payload(identifier: str, pid: int) -> bytes:
 
 def make_config(
     path: object,
-    kind: str,
+    kind: _kinds.Kind,
     *,
     fair: bool = True,
     permits: object = None,
@@ -107,7 +107,7 @@ def make_config(
         path=_validate.lock_path(path),
         kind=kind,
         fair=bool(fair),
-        permits=_validate.permits(permits) if kind == _kinds.PERMIT.name else None,
+        permits=_validate.permits(permits) if kind is _kinds.PERMIT else None,
         reentrant=bool(reentrant),
         identifier=_validate.identifier(identifier),
         acl=acl,
@@ -263,7 +263,7 @@ class LockCore(Generic[L]):
     @property
     def kind(self) -> str:
         """ "lock", "read", "write", "permit" (a semaphore's) or "elect"."""
-        return self._config.kind
+        return self._config.kind.name
 
     @property
     def held(self) -> bool:

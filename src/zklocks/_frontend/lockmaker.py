@@ -17,10 +17,10 @@ from typing import Any, ClassVar, Generic, Protocol, TypeVar
 from zklocks._core import kinds as _kinds
 from zklocks._core import security as _security
 from zklocks._core import validate as _validate
-from zklocks._core.errors import ClientClosed, InvalidArgument
 from zklocks._core.events import ConnectionState, StateListener, StateListeners
 from zklocks._core.lease_keeper import LeaseKeeper
 from zklocks._core.security import ACL
+from zklocks._errors import ClientClosed, InvalidArgument
 from zklocks._frontend import server_check as _server_check
 from zklocks._frontend.holdings import LockConfig, LockCore, PathPeers, make_config
 from zklocks._frontend.options import (
@@ -28,7 +28,7 @@ from zklocks._frontend.options import (
     DEFAULT_HOSTS,
     DEFAULT_SESSION_TIMEOUT,
     ClientOptions,
-    Security,
+    ConnectionSecurity,
 )
 from zklocks._transport import forks
 from zklocks._transport.sasl import SASL, login_of, plain_packets, with_login
@@ -132,7 +132,7 @@ class LockMaker(Generic[LockT, ReadWriteT, SessionT]):
                 "does not model them"
             )
         self._session_factory = session_factory or self._native_factory(
-            Security(
+            ConnectionSecurity(
                 self._ssl,
                 tuple(plain_packets(self._credentials)),
                 login_of(self._credentials),
@@ -175,7 +175,7 @@ class LockMaker(Generic[LockT, ReadWriteT, SessionT]):
         """True when ``_check_servers`` will not block (read already, or not read at all)."""
         return not self._reads_versions or _server_check.known(self.options.hosts)
 
-    def _native_factory(self, security: Security) -> SessionFactory[SessionT]:
+    def _native_factory(self, security: ConnectionSecurity) -> SessionFactory[SessionT]:
         """The factory of sessions on our own transport, with the security options."""
         raise NotImplementedError
 
@@ -253,11 +253,6 @@ class LockMaker(Generic[LockT, ReadWriteT, SessionT]):
                 stacklevel=3,
             )
 
-    @property
-    def _auth_packets(self) -> list[tuple[str, bytes]]:
-        """What the connection sends on every (re)connect."""
-        return [credential.packet for credential in self._credentials]
-
     def _facts(self) -> SessionFacts | None:
         session = self._session
         return None if session is None else session.facts
@@ -302,7 +297,7 @@ class LockMaker(Generic[LockT, ReadWriteT, SessionT]):
         """Stop calling ``fn``; nothing happens if it was not added."""
         self._states.remove(fn)
 
-    def _config(self, path: str, kind: str, **options: Any) -> LockConfig:
+    def _config(self, path: str, kind: _kinds.Kind, **options: Any) -> LockConfig:
         """A checked lock config carrying this client's ACL: every factory builds its
         locks through here, so none can create nodes without it."""
         return make_config(path, kind, acl=self._acl, **options)
@@ -355,7 +350,7 @@ class LockMaker(Generic[LockT, ReadWriteT, SessionT]):
         return self._new_lock(
             self._config(
                 path,
-                "lock",
+                _kinds.LOCK,
                 fair=fair,
                 reentrant=reentrant,
                 identifier=identifier,
@@ -391,7 +386,7 @@ class LockMaker(Generic[LockT, ReadWriteT, SessionT]):
             "lock_delay": lock_delay,
         }
         return self._new_read_write(
-            self._config(path, "read", **options), self._config(path, "write", **options)
+            self._config(path, _kinds.READ, **options), self._config(path, _kinds.WRITE, **options)
         )
 
     def semaphore(
@@ -419,7 +414,7 @@ class LockMaker(Generic[LockT, ReadWriteT, SessionT]):
         return self._new_lock(
             self._config(
                 path,
-                _kinds.PERMIT.name,
+                _kinds.PERMIT,
                 permits=permits,
                 reentrant=reentrant,
                 identifier=identifier,

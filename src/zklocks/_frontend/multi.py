@@ -8,8 +8,8 @@ from collections.abc import Iterable
 from typing import Any, Generic, TypeVar
 
 from zklocks._core import multilock as _multilock
-from zklocks._core.errors import LockLost
 from zklocks._core.lease import LeaseBase
+from zklocks._errors import LockLost
 from zklocks._frontend.holdings import LockCore
 
 PartT = TypeVar("PartT", bound=LockCore[Any])

@@ -2,7 +2,7 @@
 
 ``ClientOptions`` is what every session needs, whichever makes it (our transport or the
 simulator): it is handed whole to the session factory, so a default is written once and an
-option is checked once, with an error that names it. ``Security`` is what only our own
+option is checked once, with an error that names it. ``ConnectionSecurity`` is what only our own
 transport uses (TLS, auth packets, SASL); its secrets stay out of every repr.
 """
 
@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from ssl import SSLContext
 
 from zklocks._core import validate as _validate
-from zklocks._core.errors import InvalidArgument
+from zklocks._errors import InvalidArgument
 from zklocks._transport.connection import Connection
 from zklocks._transport.sasl import SASL
 from zklocks._vocabulary import DEFAULT_SESSION_TIMEOUT as DEFAULT_SESSION_TIMEOUT
@@ -56,7 +56,7 @@ class ClientOptions:
 
 
 @dataclass(frozen=True, slots=True)
-class Security:
+class ConnectionSecurity:
     """How a session on our transport proves who it is: each (re)connect sends ``auth``,
     then logs in with ``sasl``, over ``ssl`` when given."""
 
@@ -77,4 +77,4 @@ class Security:
         )
 
 
-NO_SECURITY = Security()
+NO_SECURITY = ConnectionSecurity()

@@ -20,8 +20,8 @@ import ssl as _ssl
 import threading
 from dataclasses import dataclass
 
-from zklocks._core.errors import ConnectionFailed, InvalidArgument
-from zklocks._core.known_issues import KnownIssue, issues_for, losses_for, parse_version
+from zklocks._core.known_issues import KnownIssue, issues_for, parse_version
+from zklocks._errors import ConnectionFailed, InvalidArgument
 from zklocks._protocol.paths import parse_hosts
 from zklocks._transport.four_letter import ask, read_srvr
 
@@ -150,9 +150,3 @@ def forget() -> None:
     """(Tests) forget every ensemble read, so the next client reads and warns again."""
     with _seen_mutex:
         _seen.clear()
-
-
-def versions_of(version: str) -> tuple[KnownIssue, ...]:
-    """The transaction-loss issues of a version string (``zklocks serve``'s label)."""
-    parsed = parse_version(version)
-    return () if parsed is None else losses_for(parsed)

@@ -17,9 +17,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from zklocks._core.errors import InvalidArgument
 from zklocks._core.shown import as_typed, undecodable
 from zklocks._core.validate import hosts as hosts_string
+from zklocks._errors import InvalidArgument
 from zklocks._frontend.options import DEFAULT_HOSTS
 from zklocks._transport.sasl import SASL
 

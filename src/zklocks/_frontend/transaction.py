@@ -9,11 +9,11 @@ from collections.abc import Generator
 from typing import Any
 
 from zklocks._core import transaction as _transaction
-from zklocks._core.errors import InvalidArgument
 from zklocks._core.lease import LeaseBase
 from zklocks._core.ops import Op
 from zklocks._core.security import AclPolicy
 from zklocks._core.transaction import TransactionResult
+from zklocks._errors import InvalidArgument
 from zklocks._protocol.records import MultiOp
 
 

@@ -72,14 +72,6 @@ class CreateMode(enum.IntEnum):
         return self in (CreateMode.PERSISTENT_WITH_TTL, CreateMode.PERSISTENT_SEQUENTIAL_WITH_TTL)
 
     @property
-    def is_sequential(self) -> bool:
-        return self in (
-            CreateMode.PERSISTENT_SEQUENTIAL,
-            CreateMode.EPHEMERAL_SEQUENTIAL,
-            CreateMode.PERSISTENT_SEQUENTIAL_WITH_TTL,
-        )
-
-    @property
     def opcode(self) -> OpCode:
         """Which create op carries this mode (create2, createContainer or createTTL)."""
         if self is CreateMode.CONTAINER:

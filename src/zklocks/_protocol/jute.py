@@ -50,10 +50,6 @@ def write_buffer(value: bytes | None) -> bytes:
     return INT.pack(len(value)) + value
 
 
-def write_bool(value: bool) -> bytes:
-    return b"\x01" if value else b"\x00"
-
-
 def write_string_vector(values: Iterable[str] | None) -> bytes:
     if values is None:
         return NULL
@@ -81,12 +77,6 @@ def _number_reader(name: str, number: struct.Struct) -> Callable[[Buffer, int], 
 read_int = _number_reader("read_int", INT)
 read_long = _number_reader("read_long", LONG)
 _length = read_int  # a length prefix is an int
-
-
-def read_bool(buf: Buffer, offset: int) -> tuple[bool, int]:
-    if offset >= len(buf):
-        raise JuteError(f"truncated record: need 1 byte at offset {offset}, have {len(buf)}")
-    return buf[offset] != 0, offset + 1
 
 
 def read_buffer(buf: Buffer, offset: int) -> tuple[bytes, int]:
@@ -135,11 +125,3 @@ def read_string_vector(buf: Buffer, offset: int) -> tuple[list[str], int]:
         append(_utf8(buf[offset:end]))
         offset = end
     return items, offset
-
-
-def read_stat_fields(buf: Buffer, offset: int) -> tuple[tuple[int, ...], int]:
-    """The eleven ``Stat`` fields in jute order, and the offset after them."""
-    end = offset + STAT.size
-    if end > len(buf):
-        raise JuteError(f"truncated stat at offset {offset}")
-    return STAT.unpack_from(buf, offset), end

@@ -19,7 +19,7 @@ zxid seen, the client's watch table and the auth credentials. Each TCP connectio
    * ``WireReply``    the answer to a request: ``token`` is whatever the caller passed
      when it built the request, ``ok`` says whether ``value`` is the reply or a
      ``ZooKeeperError``. Watches the answer establishes are already registered.
-   * ``Notification`` a watch fired; ``watchers`` are the callers it is for.
+   * ``WatchFired`` a watch fired; ``watchers`` are the callers it is for.
 
 3. After ``Established`` the caller sends ``restore()``'s frames (auth, then setWatches)
    before anything else, then requests built with ``request()`` / ``ping()``.
@@ -77,9 +77,9 @@ __all__ = [
     "Established",
     "Event",
     "Expired",
-    "Notification",
     "ReceiveError",
     "Session",
+    "WatchFired",
     "WireReply",
 ]
 
@@ -136,7 +136,7 @@ class WireReply:
 
 
 @dataclass(slots=True, eq=False, repr=False)
-class Notification:
+class WatchFired:
     """A watch fired on ``path`` (the client's path); ``watchers`` are its callers."""
 
     event_type: int
@@ -145,10 +145,10 @@ class Notification:
     watchers: list[Watcher]
 
     def __repr__(self) -> str:
-        return f"Notification({self.event_type!r}, {self.path!r}, watchers={len(self.watchers)})"
+        return f"WatchFired({self.event_type!r}, {self.path!r}, watchers={len(self.watchers)})"
 
 
-Event = Established | Expired | WireReply | Notification
+Event = Established | Expired | WireReply | WatchFired
 
 
 class ReceiveError(MarshallingError):
@@ -457,8 +457,8 @@ class Session:
             etype, state, server_path = codec.decode_watcher_event(frame, 16)
             path = codec.from_server(server_path, self.chroot)
             if etype == EventType.NONE:
-                return Notification(etype, state, path, [])
-            return Notification(etype, state, path, self.watches.trigger(etype, path))
+                return WatchFired(etype, state, path, [])
+            return WatchFired(etype, state, path, self.watches.trigger(etype, path))
         if xid == Xid.PING:
             if not self._pings:
                 raise MarshallingError("ping reply without a ping")

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 from zklocks._core import contenders as _contenders
 from zklocks._core import events as _events
+from zklocks._core import kinds as _kinds
 from zklocks._core import reads as _reads
 from zklocks._core import revoke as _revoke
 from zklocks._core import validate as _validate
@@ -17,7 +18,6 @@ from zklocks._core.events import ConnectionState
 from zklocks._core.flow import Acquired
 from zklocks._core.inspect import LockSummary
 from zklocks._core.lease import Lease
-from zklocks._core.nodes import ELECTION_KIND
 from zklocks._core.ops import Stat
 from zklocks._core.reads import UserWatch
 from zklocks._core.security import ACL
@@ -25,23 +25,19 @@ from zklocks._frontend import server_check as _server_check
 from zklocks._frontend import tools as _tools
 from zklocks._frontend.holdings import LockConfig
 from zklocks._frontend.lockmaker import LockMaker, SessionFactory, show_concrete_types
-from zklocks._frontend.options import Security
+from zklocks._frontend.options import ConnectionSecurity
 from zklocks._frontend.server_check import MemberVersion
 from zklocks._sync import driver
+from zklocks._sync.carrier import SyncCarrier
 from zklocks._sync.election import Election, MultiLock
 from zklocks._sync.locks import Lock, ReadWriteLock
-from zklocks._sync.session import SyncSession
 from zklocks._sync.transaction import Transaction
 from zklocks._sync.watches import ApartWatcher
 from zklocks._transport import forks
 from zklocks._vocabulary import SessionState
 
 
-class StartableSession(SyncSession, Protocol):
-    def start(self) -> None: ...
-
-
-class Client(LockMaker[Lock, ReadWriteLock, StartableSession]):
+class Client(LockMaker[Lock, ReadWriteLock, SyncCarrier]):
     """A connection to ZooKeeper (one session) from which locks are made.
 
     ``hosts`` is ZooKeeper's connect string: ``"host:port[,host:port...][/chroot]"``.
@@ -175,7 +171,7 @@ class Client(LockMaker[Lock, ReadWriteLock, StartableSession]):
         leader lost abnormally begins only this long after the loss was seen, as for
         ``lock`` (docs/locks.md, "Lock-delay")."""
         config = self._config(
-            path, ELECTION_KIND, identifier=identifier, layout=layout, lock_delay=lock_delay
+            path, _kinds.ELECT, identifier=identifier, layout=layout, lock_delay=lock_delay
         )
         return self._join(Election(self, config))
 
@@ -347,10 +343,10 @@ class Client(LockMaker[Lock, ReadWriteLock, StartableSession]):
         self._states.state = ConnectionState.CLOSED
         self._keeper.disown_all(forks.INHERITED_LEASE)
 
-    def _native_factory(self, security: Security) -> SessionFactory[StartableSession]:
-        from zklocks._sync.native_session import NativeSession
+    def _native_factory(self, security: ConnectionSecurity) -> SessionFactory[SyncCarrier]:
+        from zklocks._sync.native_carrier import NativeSyncCarrier
 
-        return functools.partial(NativeSession, security=security)
+        return functools.partial(NativeSyncCarrier, security=security)
 
     def _schedule(self, delay: float, fn: Callable[[], None]) -> Callable[[], None]:
         session = self._session

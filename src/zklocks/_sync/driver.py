@@ -26,11 +26,11 @@ from typing import Any
 
 from zklocks._core import ops
 from zklocks._core.deadline import Deadline
-from zklocks._core.errors import ClientClosed
 from zklocks._core.flow import Flow
 from zklocks._core.threads import wait_interruptibly
+from zklocks._errors import ClientClosed
 from zklocks._frontend.operations import Finished, Operation, Stepper
-from zklocks._sync.session import SyncSession
+from zklocks._sync.carrier import SyncCarrier
 from zklocks._vocabulary import WatchEvent
 
 log = logging.getLogger("zklocks.lock")
@@ -48,7 +48,7 @@ def warn_if_in_event_loop(stacklevel: int) -> None:
         )
 
 
-def run(flow: Flow | Operation[Any], session: SyncSession | None = None) -> Any:
+def run(flow: Flow | Operation[Any], session: SyncCarrier | None = None) -> Any:
     """Drive ``flow`` to its end and return its value (or raise what it raises).
 
     An operation (``zklocks._frontend.operations``) names its session with ``Use``."""
@@ -61,7 +61,7 @@ def run(flow: Flow | Operation[Any], session: SyncSession | None = None) -> Any:
     return op.value
 
 
-def execute(op: ops.Op, session: SyncSession, inbox: Inbox) -> ops.Reply:
+def execute(op: ops.Op, session: SyncCarrier, inbox: Inbox) -> ops.Reply:
     """One operation's reply."""
     clock = session.facts.clock
     early = ops.too_late(op, clock())
@@ -79,7 +79,7 @@ def execute(op: ops.Op, session: SyncSession, inbox: Inbox) -> ops.Reply:
     return session.call((op,), op.deadline)[0]
 
 
-def clean_up(op: ops.Cleanup, session: SyncSession) -> ops.Reply:
+def clean_up(op: ops.Cleanup, session: SyncCarrier) -> ops.Reply:
     """Run the cleanup steps apart from the caller; wait for them until ``op.deadline``.
 
     An interruption (Ctrl-C) ends the wait, not the cleanup: the steps run on.

@@ -24,8 +24,8 @@ import threading
 from collections.abc import Callable
 
 from zklocks._core import current as _current
-from zklocks._core.errors import LockLost
 from zklocks._core.lease import Lease, LeaseBase
+from zklocks._errors import LockLost
 
 __all__ = ["Hold"]
 

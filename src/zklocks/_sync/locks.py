@@ -19,19 +19,19 @@ from zklocks._frontend import operations
 from zklocks._frontend.holdings import Host, LockConfig, LockCore, PairCore
 from zklocks._frontend.operations import Operation
 from zklocks._sync import driver
+from zklocks._sync.carrier import SyncCarrier
 from zklocks._sync.hold import Hold
-from zklocks._sync.session import SyncSession
 
 
 class _Threads:
     """The sync client's way of running things apart: the session's thread and timers."""
 
     @staticmethod
-    def timer(session: SyncSession) -> Scheduler:
+    def timer(session: SyncCarrier) -> Scheduler:
         return session.call_later
 
     @staticmethod
-    def spawn(session: SyncSession, operation: Operation[None]) -> None:
+    def spawn(session: SyncCarrier, operation: Operation[None]) -> None:
         session.in_background(functools.partial(driver.run, operation, session))
 
 

@@ -8,7 +8,7 @@ from zklocks._core.security import AclPolicy
 from zklocks._core.transaction import TransactionResult
 from zklocks._frontend.transaction import TransactionBuilder
 from zklocks._sync import driver
-from zklocks._sync.session import SyncSession
+from zklocks._sync.carrier import SyncCarrier
 
 
 class Transaction(TransactionBuilder):
@@ -22,7 +22,7 @@ class Transaction(TransactionBuilder):
     """
 
     def __init__(
-        self, session: Callable[[], SyncSession], guard: object, acl: AclPolicy | None
+        self, session: Callable[[], SyncCarrier], guard: object, acl: AclPolicy | None
     ) -> None:
         super().__init__(guard, acl)
         self._session = session

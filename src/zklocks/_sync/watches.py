@@ -3,7 +3,7 @@
 The sync ``Client`` reads every reply on one private thread, and a watch fires there. A
 watch that reads again (``client.get(path, watch=again)``, the usual way to follow a
 node) would then block that thread on a reply only that thread can read: a deadlock. So
-each event is handed to a thread of its own (``SyncSession.in_background``, which
+each event is handed to a thread of its own (``SyncCarrier.in_background``, which
 ``close()`` joins), where the watch may call the client like any other thread.
 """
 

@@ -79,9 +79,9 @@ from zklocks._protocol.errors import (
 from zklocks._protocol.session import (
     Established,
     Expired,
-    Notification,
     ReceiveError,
     Session,
+    WatchFired,
     WireReply,
 )
 from zklocks._transport import forks as _forks
@@ -290,11 +290,10 @@ class Connection:
 
         Idempotent. Waits up to two seconds for the server to confirm the closeSession.
         """
-        if self._out.closing:
+        if not self._out.close():
             if self._closed_event is not None:
                 await self._closed_event.wait()
             return
-        self._out.closing = True
         wire = self._out.wire
         if wire is not None and self._session.connected:
             closing = self._loop_or_running().create_future()
@@ -316,24 +315,19 @@ class Connection:
         task = self._task
         if task is not None and not task.done():
             task.cancel()
-        for w in (self._out.wire, self._opener.attempt):
-            if w is not None:
-                await w.hang_up()
+        await self._hang_up()
         if task is not None:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        for w in (self._out.wire, self._opener.attempt):
-            if w is not None:
-                await w.hang_up()
-        if self._opener.abandoned:
-            await asyncio.wait([w.lost for w in self._opener.abandoned], timeout=1.0)
-        self._out.wire = self._opener.attempt = None
+        await self._hang_up()
+        await self._opener.let_go()
+        self._out.detach()
         self._liveness.cancel()
         error = ClientClosedError("the connection was closed")
         with self._send_lock:
             in_flight = self._session.disconnect()
         _notices.fail(in_flight, error)
-        _notices.fail_queue(self._out.queue, error)
+        self._out.fail_waiting(error)
         watchers = self._session.watches.drain()
         self._set_state(SessionState.CLOSED)
         _notices.notify_all(watchers, SessionState.CLOSED)
@@ -348,14 +342,22 @@ class Connection:
         again, and let go of the child's copies of its sockets without a byte sent (see
         ``forks``). No closeSession, no listener, no lock (one held by a thread of the
         parent at the fork stays held here)."""
-        self._out.closing = True  # anything submitted from now on fails with ClientClosedError
+        self._out.close()  # anything submitted from now on fails with ClientClosedError
         self._state = SessionState.CLOSED
         sockets: list[Any] = list(self._writer.sockets())
-        for wire in (self._out.wire, self._opener.attempt, *self._opener.abandoned):
+        for wire in (*self._wires(), *self._opener.abandoned):
             if wire is not None and wire.transport is not None:
                 sockets.append(wire.transport.get_extra_info("socket"))
         # the socket objects stay as they are (closing one later closes /dev/null)
         _forks.drop_descriptors(sock.fileno() for sock in sockets if sock is not None)
+
+    def _wires(self) -> list[Wire]:
+        """The live wire and the one being set up, those there are."""
+        return [w for w in (self._out.wire, self._opener.attempt) if w is not None]
+
+    async def _hang_up(self) -> None:
+        for wire in self._wires():
+            await wire.hang_up()
 
     def _loop_or_running(self) -> asyncio.AbstractEventLoop:
         return self._loop or asyncio.get_running_loop()
@@ -396,19 +398,14 @@ class Connection:
         """
         return self._out.submit_from_thread(requests, tokens, watcher)
 
-    @property
-    def meter(self) -> Callable[[], RequestMeter | None]:
-        """Where requests are counted now (None: nowhere); set by the front end."""
-        return self._out.meter
-
-    @meter.setter
-    def meter(self, meter: Callable[[], RequestMeter | None]) -> None:
-        self._out.meter = meter
+    def count_requests(self, meter: Callable[[], RequestMeter | None]) -> None:
+        """Count requests where ``meter()`` says, from now on (the front end's seam)."""
+        self._out.count_with(meter)
 
     # ------------------------------------------------------------ incoming bytes
 
     def _data_received(self, wire: Wire, data: bytes) -> None:
-        if wire is not self._out.wire and wire is not self._opener.attempt:
+        if wire not in self._wires():
             return  # a connection we have given up on
         now = time.monotonic()
         self._liveness.heard(now)
@@ -450,7 +447,7 @@ class Connection:
                         future.set_result(event.value)
                     else:
                         future.set_exception(event.value)
-            elif type(event) is Notification:
+            elif type(event) is WatchFired:
                 _notices.notify(event)
             elif not wire.handshake.done():
                 assert isinstance(event, Established | Expired)
@@ -525,7 +522,7 @@ class Connection:
 
     def _disconnected(self, wire: Wire) -> None:
         log.info("connection to %s lost (session %#x)", self.last_host, self.session_id)
-        self._out.wire = None
+        self._out.detach()
         self._liveness.cancel()
         self._writer.stop(wire)
         with self._send_lock:
@@ -536,7 +533,7 @@ class Connection:
     def _expired(self, session_id: int, watchers: list[tuple[str, Any]]) -> None:
         log.warning("session %#x expired", session_id)
         error = SessionExpiredError("the session expired before it could be sent")
-        _notices.fail_queue(self._out.queue, error)
+        self._out.fail_waiting(error)
         self._set_state(SessionState.LOST)
         _notices.notify_all(watchers, SessionState.LOST)
 
@@ -561,8 +558,7 @@ class Connection:
         with self._send_lock:
             in_flight = self._session.disconnect()
         _notices.fail(in_flight, refused)
-        if wire is self._out.wire:
-            self._out.wire = None
+        if self._out.detach(wire):
             self._liveness.cancel()
         self._opener.abandon(wire)
 
@@ -573,7 +569,7 @@ class Connection:
 
     def _established(self, wire: Wire, event: Established) -> None:
         assert wire.transport is not None
-        self._out.wire = wire
+        self._out.attach(wire)
         timeout = event.timeout_ms / 1000
         self._liveness.set_intervals(timeout)
         now = time.monotonic()

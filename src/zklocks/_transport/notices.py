@@ -8,17 +8,15 @@ does not stop the others.
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections import deque
 from typing import Any
 
 from zklocks._protocol.constants import EventType
 from zklocks._protocol.errors import ZooKeeperError
-from zklocks._protocol.session import Notification
-from zklocks._vocabulary import SessionState, Watcher, WatchEvent, WatchKind
+from zklocks._protocol.session import WatchFired
+from zklocks._vocabulary import SessionState, WatchEvent, WatchKind
 
-__all__ = ["fail", "fail_queue", "notify", "notify_all"]
+__all__ = ["fail", "notify", "notify_all"]
 
 log = logging.getLogger("zklocks.connection")
 
@@ -32,7 +30,7 @@ _KINDS: dict[int, WatchKind] = {
 _ENDS = {SessionState.LOST: WatchKind.SESSION_LOST, SessionState.CLOSED: WatchKind.CLOSED}
 
 
-def notify(event: Notification) -> None:
+def notify(event: WatchFired) -> None:
     """Call the watchers of one watch event."""
     if not event.watchers:
         return
@@ -62,14 +60,4 @@ def fail(tokens: list[Any], error: ZooKeeperError) -> None:
     ``error``."""
     for future, _sent in tokens:
         if future is not None and not future.done():
-            future.set_exception(type(error)(str(error)))
-
-
-def fail_queue(
-    queue: deque[tuple[object, asyncio.Future[Any], Watcher | None]], error: ZooKeeperError
-) -> None:
-    """Fail (and empty) the requests waiting for a connection."""
-    while queue:
-        _request, future, _watcher = queue.popleft()
-        if not future.done():
             future.set_exception(type(error)(str(error)))

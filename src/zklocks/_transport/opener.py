@@ -128,6 +128,13 @@ class Opener:
                         pause = min(pause, max(bound - time.monotonic(), 0))
                 await asyncio.sleep(pause)
 
+    async def let_go(self) -> None:
+        """On close, after the wires were hung up: wait a little for the aborted
+        attempts' sockets to close, and forget the attempt."""
+        if self.abandoned:
+            await asyncio.wait([w.lost for w in self.abandoned], timeout=1.0)
+        self.attempt = None
+
     def abandon(self, wire: Wire) -> None:
         """Abort a connection attempt; close() waits until its socket is really closed."""
         if wire.transport is None or wire.lost.done():

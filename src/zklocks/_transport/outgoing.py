@@ -8,10 +8,13 @@
   ``getChildren``) in one write: on loopback a send costs more than encoding.
 * **Other threads.** ``submit_from_thread()`` lets a blocking caller write its own
   requests through the ``DirectWriter`` (see ``direct.py``) while the loop reads.
-* **Metrics.** ``meter`` (a seam set by the front end) says where to count requests.
+* **Metrics.** ``count_with(meter)`` (a seam the front end sets) says where to count
+  requests: ``meter()`` is asked at each, so metrics enabled later count too.
 
 Every frame is made and written holding the send lock, so the wire's order is the
-order of the session's in-flight FIFO.
+order of the session's in-flight FIFO. The connection changes this part only through its
+methods (``attach``/``detach`` a wire, ``close``, ``fail_waiting``): the fields it reads
+(``wire``, ``closing``) are read-only.
 """
 
 from __future__ import annotations
@@ -57,11 +60,46 @@ class Outgoing:
         self.lock = lock
         self._liveness = liveness
         self._loop = loop
-        self.wire: Wire | None = None  # the established connection, if any
+        self._wire: Wire | None = None  # the established connection, if any
         self.queue: deque[tuple[object, asyncio.Future[Any], Watcher | None]] = deque()
-        self.closing = False  # no request is sent from now on
-        self.meter: Callable[[], RequestMeter | None] = _no_meter
-        self.writer = DirectWriter(lock, loop, lambda: self.wire, liveness.sent)
+        self._closing = False  # no request is sent from now on
+        self._meter: Callable[[], RequestMeter | None] = _no_meter
+        self.writer = DirectWriter(lock, loop, lambda: self._wire, liveness.sent)
+
+    @property
+    def wire(self) -> Wire | None:  # the wire a session is live on, if any
+        return self._wire
+
+    @property
+    def closing(self) -> bool:  # after close(): every request fails
+        return self._closing
+
+    def attach(self, wire: Wire) -> None:
+        """A session is live on ``wire``: requests go out on it from now on."""
+        self._wire = wire
+
+    def detach(self, wire: Wire | None = None) -> bool:
+        """The live wire (or only ``wire``) is gone: requests queue. True if detached."""
+        if self._wire is None or (wire is not None and wire is not self._wire):
+            return False
+        self._wire = None
+        return True
+
+    def count_with(self, meter: Callable[[], RequestMeter | None]) -> None:
+        self._meter = meter
+
+    def close(self) -> bool:
+        """Send nothing from now on. False if it was closing already."""
+        was, self._closing = self._closing, True
+        return not was
+
+    def fail_waiting(self, error: ZooKeeperError) -> None:
+        """Fail (and empty) the requests waiting for a wire, each with a copy of ``error``."""
+        queue = self.queue
+        while queue:
+            _request, future, _watcher = queue.popleft()
+            if not future.done():
+                future.set_exception(type(error)(str(error)))
 
     def submit(self, request: object, watcher: Watcher | None) -> asyncio.Future[Any]:
         loop = self._loop()
@@ -83,7 +121,7 @@ class Outgoing:
         now = time.monotonic()
         futures: list[asyncio.Future[Any]] = []
         frames: list[bytes] = []
-        meter = self.meter()
+        meter = self._meter()
         with self.lock:
             for request in requests:
                 if meter is not None:
@@ -99,7 +137,7 @@ class Outgoing:
         return futures
 
     def send(self, request: object, future: asyncio.Future[Any], watcher: Watcher | None) -> None:
-        meter = self.meter()
+        meter = self._meter()
         if meter is not None:
             meter.request(request)
         with self.lock:
@@ -148,7 +186,7 @@ class Outgoing:
                 return False
             try:
                 now = time.monotonic()
-                meter = self.meter()
+                meter = self._meter()
                 frames: list[bytes] = []
                 for request, token in zip(requests, tokens, strict=True):
                     if meter is not None:

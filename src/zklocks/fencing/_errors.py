@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from zklocks._core.errors import InvalidArgument, LockError
+from zklocks._errors import InvalidArgument, LockError
 
 MAX_TOKEN = 2**63 - 1  # a zxid is a signed 64-bit number, and so is PostgreSQL's BIGINT
 

@@ -36,7 +36,7 @@ import re
 from collections.abc import Generator
 from typing import TYPE_CHECKING, Any, TypeAlias
 
-from zklocks._core.errors import InvalidArgument
+from zklocks._errors import InvalidArgument
 from zklocks.fencing._errors import StaleToken, checked_name, checked_token
 
 if TYPE_CHECKING:  # psycopg is an optional extra; only type checking needs it here

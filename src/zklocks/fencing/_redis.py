@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from zklocks._core.errors import InvalidArgument
+from zklocks._errors import InvalidArgument
 from zklocks.fencing._errors import StaleToken, checked_name, checked_token
 
 if TYPE_CHECKING:  # redis-py is an optional extra; only type checking needs it here

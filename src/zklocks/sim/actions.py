@@ -1,5 +1,5 @@
 """What a simulated client's program yields to the scheduler (*actions*), and the
-records the two keep of it: a grant while held (``Holding``), how an acquire call ended
+records the two keep of it: a grant while held (``Grant``), how an acquire call ended
 (``Outcome``), a watch notification on its way (``Delivery``), a lease keeper's timer on
 the virtual clock (``Timer``). Plain data, apart from the client that makes them and the
 scheduler that answers them."""
@@ -53,7 +53,7 @@ EXPIRED = "expired"
 
 
 @dataclass(slots=True)
-class Holding:
+class Grant:
     """A grant while (and after) its holder holds it."""
 
     client: int
@@ -102,7 +102,7 @@ __all__ = [
     "AwaitConnection",
     "AwaitWake",
     "Delivery",
-    "Holding",
+    "Grant",
     "Outcome",
     "Send",
     "Sleep",

@@ -19,6 +19,7 @@ from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
 from zklocks._core.ops import Reply, Request
+from zklocks._frontend.lockmaker import SessionFactory
 from zklocks._frontend.options import ClientOptions
 from zklocks._vocabulary import SessionListener, SessionState, Watcher, WatchEvent
 from zklocks.sim.session import SimServer, SimSession
@@ -29,7 +30,7 @@ T = TypeVar("T")
 
 
 class AsyncSimSession:
-    """``AsyncClient``'s session (``zklocks._asyncio.carrier.StartableCarrier``) over one
+    """``AsyncClient``'s session (``zklocks._asyncio.carrier.AsyncCarrier``) over one
     ``SimSession``; every method runs on the loop."""
 
     def __init__(self, session: SimSession) -> None:
@@ -101,7 +102,7 @@ class AsyncSimSession:
         return hand_over
 
 
-def async_session_factory(server: SimServer) -> Callable[..., AsyncSimSession]:
+def async_session_factory(server: SimServer) -> SessionFactory[AsyncSimSession]:
     """What ``AsyncClient(hosts, session_factory=...)`` calls to make a session on
     ``server``."""
 

@@ -22,8 +22,9 @@ from collections.abc import Callable, Generator, Sequence
 from typing import Any, Protocol, TypeVar, cast
 
 from zklocks._core import flow as _flow
+from zklocks._core import kinds as _kinds
 from zklocks._core import nodes as _nodes
-from zklocks._core.errors import InvalidArgument, LockTimeout
+from zklocks._core.carrying import never_sent, watch_answer
 from zklocks._core.lease import Lease
 from zklocks._core.lease_keeper import LeaseKeeper
 from zklocks._core.lock_delay import LockDelayWait
@@ -41,12 +42,12 @@ from zklocks._core.ops import (
     inline_cleanups,
     too_late,
 )
+from zklocks._errors import InvalidArgument, LockTimeout
 from zklocks._frontend import operations
 from zklocks._frontend.operations import AcquireFn
 from zklocks._protocol.errors import (
     ClientClosedError,
     ConnectionLossError,
-    NoNodeError,
     SessionExpiredError,
 )
 from zklocks._vocabulary import SessionFacts, SessionState, Watcher, WatchEvent, WatchKind
@@ -57,7 +58,7 @@ from zklocks.sim.actions import (
     AwaitConnection,
     AwaitWake,
     Delivery,
-    Holding,
+    Grant,
     Send,
     Sleep,
     Timer,
@@ -79,9 +80,9 @@ class _Abandoned(BaseException):
 class Checks(Protocol):
     """The invariants a client's program reports to (``zklocks.sim.invariants.Checker``)."""
 
-    def before_release(self, client: SimClient, holding: Holding) -> None: ...
+    def before_release(self, client: SimClient, holding: Grant) -> None: ...
 
-    def on_grant(self, client: SimClient, holding: Holding, spec: _flow.AcquireSpec) -> None: ...
+    def on_grant(self, client: SimClient, holding: Grant, spec: _flow.AcquireSpec) -> None: ...
 
     def on_lock_delay(self, client: SimClient, node: str | None) -> None: ...
 
@@ -95,7 +96,7 @@ class World(Protocol):
     model: Model
     scenario: Scenario
     owner: dict[int, SimClient]
-    grants: list[Holding]
+    grants: list[Grant]
     force_deleted: set[tuple[str, int]]
     interrupts: dict[tuple[int, int], Interrupt]
     acquire_flow: AcquireFn
@@ -111,7 +112,7 @@ class World(Protocol):
         self, client: SimClient, spec: _flow.AcquireSpec, result: str, node: str = ""
     ) -> None: ...
 
-    def after_release_of_deleted(self, released: Holding) -> None: ...
+    def after_release_of_deleted(self, released: Grant) -> None: ...
 
     def route(self) -> None: ...
 
@@ -140,8 +141,8 @@ class SimClient:
         self.events = 0  # watch notifications the server sent it (fault coordinate)
         self.attempt: str | None = None  # the acquire in progress
         self.awaiting: tuple[str, ...] | None = None  # nodes its flow watches and waits on
-        self.holding: Holding | None = None
-        self.others: list[Holding] = []  # multi: the parts held beyond ``holding``
+        self.holding: Grant | None = None
+        self.others: list[Grant] = []  # multi: the parts held beyond ``holding``
         self.interruptible = False
         self.interrupted = False
         self.interrupted_at = ""  # the kind of operation the interrupt landed on
@@ -160,7 +161,7 @@ class SimClient:
         self.pending_apart: list[operations.Operation[None]] = []  # run on reconnect
         self.spec: _flow.AcquireSpec | None = None  # the attempt under way (or the last)
         self.first_stat_listing: float | None = None  # when it first read the directory's stat
-        self.released: list[Holding] = []  # released by the operation under way
+        self.released: list[Grant] = []  # released by the operation under way
         self.hold: Sleep | None = None  # the hold under way, which letting go cuts short
         self.keeper = LeaseKeeper(lambda: self.facts, self.schedule)
         self._program = self.program()
@@ -218,7 +219,7 @@ class SimClient:
             self.resume(EXPIRED)
 
     def watch_node(self, path: str, watcher: Watcher) -> None:
-        """``SyncSession.watch_node``: a getData-watch; DELETED at once if already gone."""
+        """``SyncCarrier.watch_node``: a getData-watch; DELETED at once if already gone."""
         if not self.connected:
             self.pending_watches.append((path, watcher))
             return
@@ -226,8 +227,8 @@ class SimClient:
         self.sim.route()
         if isinstance(reply, NodeData):
             self.watches.add_data(path, watcher)
-        elif isinstance(reply, NoNodeError):
-            watcher(WatchEvent(WatchKind.DELETED, path))
+        elif (event := watch_answer(path, reply)) is not None:
+            watcher(event)
 
     def let_go_early(self) -> None:
         """Asked to let go (a revoke callback): the hold ends now, and the program
@@ -322,7 +323,7 @@ class SimClient:
         fair = sim.scenario.fair and cycle.fair
         config = SimConfig(
             path=path,
-            kind=cycle.kind,
+            kind=_kinds.of(cycle.kind),
             fair=fair,
             permits=sim.scenario.permits,
             max_hold=cycle.max_hold,
@@ -383,8 +384,14 @@ class SimClient:
         assert spec is not None, "a grant comes from a spec this client drew"
         lease = Lease(acquired.node, acquired.token, self.facts, acquired.owner)
         self.keeper.track(lease, self.watch_node)
-        holding = Holding(
-            self.index, spec.kind, acquired.node, acquired.token, self.session_id, lease, sim.now
+        holding = Grant(
+            self.index,
+            spec.kind.name,
+            acquired.node,
+            acquired.token,
+            self.session_id,
+            lease,
+            sim.now,
         )
         if self.holding is None:
             self.holding = holding
@@ -518,11 +525,11 @@ class SimClient:
     def call(
         self, requests: Sequence[Request], deadline: float | None, watcher: Watcher | None = None
     ) -> Generator[Action, Any, list[Reply]]:
-        """``SyncSession.call``: wait to be connected (or time out), then send them all."""
+        """``SyncCarrier.call``: wait to be connected (or time out), then send them all."""
         if not self.connected:
             status = yield AwaitConnection(deadline)
             if status is TIMED_OUT:
-                return [TIMED_OUT for _ in requests]
+                return never_sent(requests)
             if status == EXPIRED:
                 return [SessionExpiredError() for _ in requests]
         epoch = self.epoch

@@ -69,12 +69,13 @@ from __future__ import annotations
 from typing import Protocol
 
 from zklocks._core import dialects as _dialects
+from zklocks._core import kinds as _kinds
 from zklocks._core import layouts as _layouts
 from zklocks._core import nodes as _nodes
 from zklocks._core import revoke as _revoke
 from zklocks._core.flow import AcquireSpec
 from zklocks._core.strategies import Granted
-from zklocks.sim.actions import Holding
+from zklocks.sim.actions import Grant
 from zklocks.sim.client import SimClient
 from zklocks.sim.model import Model, Removal
 from zklocks.sim.scenario import Scenario
@@ -161,7 +162,7 @@ class Checker:
                 if client.awaiting is not None and client.attempt is not None:
                     self._check_waiter(client)
 
-    def _check_holders(self, live: list[Holding]) -> None:
+    def _check_holders(self, live: list[Grant]) -> None:
         family = self.scenario.family
         if family in ("mutex", "single", "mixed"):
             trouble = "two non-lost exclusive holders"
@@ -177,7 +178,7 @@ class Checker:
             trouble = f"{len(live)} non-lost holders of a {self.permits}-permit semaphore"
         raise Violation(f"{trouble}: {'; '.join(self._describe(h) for h in live)}")
 
-    def _check_each_path(self, live: list[Holding]) -> None:
+    def _check_each_path(self, live: list[Grant]) -> None:
         """multi: one non-lost holder per lock path."""
         for path in self.scenario.paths:
             here = [h for h in live if h.node.rsplit("/", 1)[0] == path]
@@ -186,7 +187,7 @@ class Checker:
                     f"two non-lost holders of {path}: {'; '.join(map(self._describe, here))}"
                 )
 
-    def _describe(self, holding: Holding) -> str:
+    def _describe(self, holding: Grant) -> str:
         facts = holding.lease._session
         sent = facts.last_answered_sent()
         return (
@@ -195,7 +196,7 @@ class Checker:
             f"answered request sent at {sent})"
         )
 
-    def _check_notice(self, client: SimClient, holding: Holding) -> None:
+    def _check_notice(self, client: SimClient, holding: Grant) -> None:
         """A holder whose node vanished is told as soon as nothing more is on its way."""
         if not self.vanished(holding) or client.inbox or client.pending_watches:
             return
@@ -278,7 +279,7 @@ class Checker:
 
     # -- when an acquire ends -------------------------------------------------------------
 
-    def on_grant(self, client: SimClient, holding: Holding, spec: AcquireSpec) -> None:
+    def on_grant(self, client: SimClient, holding: Grant, spec: AcquireSpec) -> None:
         sim = self.sim
         node = sim.model.nodes.get(holding.node)
         lost = holding.lease.lost or holding.session_id in sim.force_expired
@@ -310,14 +311,12 @@ class Checker:
         if spec.path != self.scenario.path:  # multi: tokens grow per path
             self._on_grant_elsewhere(client, holding, spec.path)
             return
-        exclusive = spec.kind in _nodes.EXCLUSIVE_KINDS or (
-            spec.kind == _nodes.PERMIT_KIND and self.permits == 1
-        )
+        exclusive = spec.kind.exclusive or (spec.kind is _kinds.PERMIT and self.permits == 1)
         if exclusive and holding.token <= self.top_token:
             raise Violation(
                 f"fencing token went backwards: {client} got {holding.token} after {self.top_token}"
             )
-        if spec.kind == "read" and holding.token <= self.top_exclusive_token:
+        if spec.kind is _kinds.READ and holding.token <= self.top_exclusive_token:
             raise Violation(
                 f"fencing token went backwards: reader {client} got {holding.token} after "
                 f"writer token {self.top_exclusive_token}"
@@ -326,13 +325,11 @@ class Checker:
             self.top_exclusive_token = max(self.top_exclusive_token, holding.token)
         self.top_token = max(self.top_token, holding.token)
 
-    def _check_lock_delay(self, client: SimClient, holding: Holding, spec: AcquireSpec) -> None:
+    def _check_lock_delay(self, client: SimClient, holding: Grant, spec: AcquireSpec) -> None:
         """No grant within ``lock_delay`` of an abnormal loss of a holder ahead of it
         (exclusive kinds: for shared ones the clean-release count has a documented limit)."""
         assert spec.lock_delay is not None
-        exclusive = spec.kind in _nodes.EXCLUSIVE_KINDS or (
-            spec.kind == _nodes.PERMIT_KIND and self.permits == 1
-        )
+        exclusive = spec.kind.exclusive or (spec.kind is _kinds.PERMIT and self.permits == 1)
         if not exclusive:
             return
         seen_from = client.first_stat_listing
@@ -384,7 +381,7 @@ class Checker:
                 found.append(removal)
         return found
 
-    def _on_grant_elsewhere(self, client: SimClient, holding: Holding, path: str) -> None:
+    def _on_grant_elsewhere(self, client: SimClient, holding: Grant, path: str) -> None:
         top = self._tops.get(path, 0)
         if holding.token <= top:
             raise Violation(
@@ -441,12 +438,12 @@ class Checker:
             return [_nodes.SINGLE_NODE]
         return []
 
-    def vanished(self, holding: Holding) -> bool:
+    def vanished(self, holding: Grant) -> bool:
         """Is the holder's node gone (or no longer its own)?"""
         node = self.sim.model.nodes.get(holding.node)
         return node is None or node.ephemeral_owner != holding.session_id
 
-    def before_release(self, client: SimClient, holding: Holding) -> None:
+    def before_release(self, client: SimClient, holding: Grant) -> None:
         """A holder whose session expired of silence must see its lease lost by now."""
         # the lock-delay's truth: a release, unless max_hold took the node back first
         # (its plain delete and this release race, and either may land)

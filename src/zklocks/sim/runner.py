@@ -17,7 +17,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from zklocks._core import nodes as _nodes
+from zklocks._core import kinds as _kinds
 from zklocks._core.strategies import Rules
 from zklocks._frontend.operations import AcquireFn
 from zklocks.sim.actions import Outcome
@@ -272,7 +272,7 @@ def _run(
     acquire: AcquireFn | None = None,
     revoke: RevokeFn | None = None,
 ) -> RunResult:
-    rules = None if decide is None else Rules.everywhere("planted", decide, _nodes.KINDS)
+    rules = None if decide is None else Rules.everywhere("planted", decide, _kinds.NAMES)
     sim = Simulation(
         seed,
         plan,

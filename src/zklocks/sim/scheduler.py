@@ -48,6 +48,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeAlias
 
 from zklocks._core import flow as _flow
+from zklocks._core import kinds as _kinds
 from zklocks._core import layouts as _layouts
 from zklocks._core import nodes as _nodes
 from zklocks._core import revoke as _revoke
@@ -56,7 +57,15 @@ from zklocks._core.steps import ancestors
 from zklocks._core.strategies import Decision, Rules
 from zklocks._frontend.operations import AcquireFn
 from zklocks._protocol.errors import ConnectionLossError, ZooKeeperError
-from zklocks.sim.actions import AwaitConnection, AwaitWake, Delivery, Holding, Outcome, Send, Sleep
+from zklocks.sim.actions import (
+    AwaitConnection,
+    AwaitWake,
+    Delivery,
+    Grant,
+    Outcome,
+    Send,
+    Sleep,
+)
 from zklocks.sim.client import SimClient, short
 from zklocks.sim.faults import (
     DelayWatch,
@@ -125,7 +134,7 @@ class Simulation:
         self.force_deleted: set[tuple[str, int]] = set()  # held nodes DeleteNode took
         self.operator = 0  # the session of the "other client" that deletes nodes
         self.silently_expired: set[int] = set()  # not heard from for a session timeout
-        self.grants: list[Holding] = []
+        self.grants: list[Grant] = []
         self.outcomes: list[Outcome] = []
         self.faults_fired: list[Fault] = []
         self.drops = {(f.client, f.request): f for f in plan if isinstance(f, DropRequest)}
@@ -256,7 +265,7 @@ class Simulation:
             self.note(None, f"an operator asked {asked} holder(s) to let go")
         self.route()
 
-    def after_release_of_deleted(self, released: Holding) -> None:
+    def after_release_of_deleted(self, released: Grant) -> None:
         """A one-node holder whose node the plan deleted released before it knew: its
         release checks ownership locally (the documented window, ``NODE_WATCH_DELAY``),
         so it may have deleted the *next* holder's ``lock``. That deletion is the plan's
@@ -439,7 +448,7 @@ class Simulation:
         )
         return _flow.AcquireSpec(
             path=path,
-            kind=cycle.kind,
+            kind=_kinds.of(cycle.kind),
             data=_nodes.encode_payload(payload),
             attempt=attempt,
             permits=scenario.permits,
@@ -458,7 +467,7 @@ class Simulation:
     def record(
         self, client: SimClient, spec: _flow.AcquireSpec, result: str, node: str = ""
     ) -> None:
-        self.outcomes.append(Outcome(client.index, spec.kind, result, self.now))
+        self.outcomes.append(Outcome(client.index, spec.kind.name, result, self.now))
         if self.trace is not None:
             self.note(client, f"acquire {spec.kind}: {result} {short(node)}".rstrip())
         if result != "granted":
@@ -502,4 +511,4 @@ def _reply(reply: Reply) -> str:
     return text if len(text) < 80 else text[:77] + "..."
 
 
-__all__ = ["AcquireFn", "Holding", "Outcome", "SimClient", "Simulation"]
+__all__ = ["AcquireFn", "Grant", "Outcome", "SimClient", "Simulation"]

@@ -1,4 +1,4 @@
-"""The model as a live server for threads: ``SimServer`` and a ``SyncSession`` over it.
+"""The model as a live server for threads: ``SimServer`` and a ``SyncCarrier`` over it.
 
 So the sync ``zklocks.Client`` can run its whole contract without a JVM::
 
@@ -27,8 +27,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar, cast
 
+from zklocks._core.carrying import never_sent, watch_answer
 from zklocks._core.ops import (
-    TIMED_OUT,
     Created,
     Exists,
     GetChildren,
@@ -39,11 +39,11 @@ from zklocks._core.ops import (
     Stat,
 )
 from zklocks._core.threads import background_thread
+from zklocks._frontend.lockmaker import SessionFactory
 from zklocks._frontend.options import ClientOptions
 from zklocks._protocol.errors import (
     ClientClosedError,
     NodeExistsError,
-    NoNodeError,
     SessionExpiredError,
     ZooKeeperError,
 )
@@ -58,7 +58,6 @@ from zklocks._vocabulary import (
 )
 from zklocks.sim.model import ClientWatches, Model
 
-SessionFactory = Callable[..., "SimSession"]
 T = TypeVar("T")
 
 
@@ -274,7 +273,7 @@ def _ignore_exists(reply: object) -> object:
 
 
 class SimSession:
-    """A ``SyncSession`` on a ``SimServer``; also has ``start()`` like ``NativeSession``."""
+    """A ``SyncCarrier`` on a ``SimServer``; also has ``start()`` like ``NativeSyncCarrier``."""
 
     def __init__(
         self, server: SimServer, *, session_timeout: float, connect_timeout: float = 15.0
@@ -311,7 +310,7 @@ class SimSession:
         self._thread.start()
         self._notify(SessionState.CONNECTED)
 
-    # -- SyncSession ------------------------------------------------------------------
+    # -- SyncCarrier ------------------------------------------------------------------
 
     def call(
         self, requests: Sequence[Request], deadline: float | None, watcher: Watcher | None = None
@@ -322,7 +321,7 @@ class SimSession:
             while not self.connected and not self._closed:
                 remaining = None if deadline is None else deadline - server.clock()
                 if remaining is not None and remaining <= 0:
-                    return [TIMED_OUT for _ in requests]
+                    return never_sent(requests)
                 server._changed.wait(remaining)
                 server.refresh()
             if self._closed:
@@ -374,7 +373,7 @@ class SimSession:
         return self._session_id
 
     def credentials(self) -> tuple[int, bytes]:
-        """Session id and password (as ``NativeSession.credentials``)."""
+        """Session id and password (as ``NativeSyncCarrier.credentials``)."""
         with self._server.lock:
             record = self._server.model.sessions.get(self._session_id)
             return self._session_id, b"" if record is None else record.password
@@ -454,8 +453,8 @@ class SimSession:
         reply = self._server.model.get_data(self._session_id, path, watch=True)
         if isinstance(reply, NodeData):
             self._watches.add_data(path, watcher)
-        elif isinstance(reply, NoNodeError):
-            self._post(watcher, WatchEvent(WatchKind.DELETED, path))
+        elif (event := watch_answer(path, reply)) is not None:
+            self._post(watcher, event)
         elif isinstance(reply, SessionExpiredError):
             self._post(watcher, WatchEvent(WatchKind.SESSION_LOST, path))
 
@@ -487,7 +486,7 @@ class SimSession:
                 traceback.print_exc()
 
 
-def session_factory(server: SimServer) -> SessionFactory:
+def session_factory(server: SimServer) -> SessionFactory[SimSession]:
     """What ``Client(hosts, session_factory=...)`` calls to make a session on ``server``."""
 
     def make(options: ClientOptions) -> SimSession:

@@ -1,4 +1,4 @@
-"""A ``SyncSession`` on our own asyncio ``Connection``, run on one private loop thread.
+"""A ``SyncCarrier`` on our own asyncio ``Connection``, run on one private loop thread.
 
 Every sync ``Client`` owns one event-loop thread and one connection on it: never a
 thread per waiter. While the connection is up (plain TCP), a blocking call writes its
@@ -24,16 +24,15 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from zklocks._core import events as _events
+from zklocks._core.carrying import never_sent, requests_meter, watch_answer
 from zklocks._core.deadline import Deadline
-from zklocks._core.errors import InvalidArgument
-from zklocks._core.ops import TIMED_OUT, GetData, Reply, Request
+from zklocks._core.ops import GetData, Reply, Request
 from zklocks._core.threads import background_thread
-from zklocks._frontend.options import NO_SECURITY, ClientOptions, Security
+from zklocks._errors import InvalidArgument
+from zklocks._frontend.options import NO_SECURITY, ClientOptions, ConnectionSecurity
 from zklocks._protocol.errors import (
     ClientClosedError,
     ConnectionFailedError,
-    NoNodeError,
     ZooKeeperError,
 )
 from zklocks._transport import forks
@@ -42,11 +41,6 @@ from zklocks._vocabulary import SessionListener, SessionState, Watcher, WatchEve
 
 T = TypeVar("T")
 _JOIN_APART = 5.0  # how long close() waits for each cleanup thread (they end at once)
-
-
-def _requests_meter() -> _events.Sink | None:
-    """Where the connection counts requests: the metrics sink, once one is enabled."""
-    return _events.sink
 
 
 class _Latch:
@@ -199,15 +193,15 @@ class _Timers:
             fn()
 
 
-class NativeSession:
-    """One connection on one loop thread, seen through the ``SyncSession`` interface."""
+class NativeSyncCarrier:
+    """One connection on one loop thread, seen through the ``SyncCarrier`` interface."""
 
-    def __init__(self, options: ClientOptions, security: Security = NO_SECURITY) -> None:
+    def __init__(self, options: ClientOptions, security: ConnectionSecurity = NO_SECURITY) -> None:
         # ``connect_timeout`` bounds the whole start; each attempt gets a share of it
         # (the connection's own per-attempt bound), so a frozen member costs a fraction.
         self._connection = security.connection(options)
         self._connection.thread_writes = True  # callers write their own requests
-        self._connection.meter = _requests_meter  # count requests once metrics are enabled
+        self._connection.count_requests(requests_meter)  # once metrics are enabled
         self._connect_timeout = options.connect_timeout
         self._loop = asyncio.new_event_loop()
         self._thread = background_thread(self._loop.run_forever, "zklocks-connection")
@@ -346,7 +340,7 @@ class NativeSession:
                 remaining = Deadline(deadline, self.facts.clock).remaining()
                 await asyncio.wait_for(self._connected.wait(), remaining)
             except TimeoutError:
-                done.set([TIMED_OUT for _ in requests])
+                done.set(never_sent(requests))
                 return
         self._submit(requests, watcher, done)
 
@@ -413,8 +407,9 @@ class NativeSession:
             if future.cancelled():
                 return
             error = future.exception()
-            if isinstance(error, NoNodeError):
-                watcher(WatchEvent(WatchKind.DELETED, path))
+            event = watch_answer(path, error)
+            if event is not None:
+                watcher(event)
             elif error is not None and not isinstance(error, ZooKeeperError):
                 raise error
 

@@ -1,8 +1,12 @@
-"""The narrow interface a driver needs from a ZooKeeper session, whatever the transport.
+"""What a sync ``Client`` runs on: a carrier of requests, whatever the transport.
 
-Drivers run flows; sessions carry requests. Keeping the interface this small lets the
-transport change (kazoo for the first lock, our own asyncio connection after) without
-touching a flow, a strategy or a lock class.
+Drivers run flows; carriers carry their requests. "Carrier", not "session": the session
+is ZooKeeper's (its id, its timeout, ``_protocol/session``'s state machine), and a carrier
+is what takes our requests there (``NativeSyncCarrier``, our own connection; or the
+simulator's ``SimSession``). ``AsyncCarrier`` (``_asyncio/carrier.py``) is the same role on
+the caller's event loop. Keeping the interface this small lets the transport change
+without touching a flow, a strategy or a lock class; the rules every carrier keeps are in
+``_core/carrying.py``.
 """
 
 from __future__ import annotations
@@ -12,17 +16,21 @@ from collections.abc import Callable, Sequence
 from typing import Protocol, TypeVar
 
 from zklocks._core.ops import Reply, Request
-from zklocks._vocabulary import SessionFacts, SessionListener, Watcher
+from zklocks._frontend.lockmaker import Carrier
+from zklocks._vocabulary import SessionListener, Watcher
 
-__all__ = ["SyncSession"]
+__all__ = ["SyncCarrier"]
 
 T = TypeVar("T")
 
 
-class SyncSession(Protocol):
-    """A session as the sync driver sees it. Every method is thread-safe."""
+class SyncCarrier(Carrier, Protocol):
+    """A carrier as the sync client, driver and locks see it. Every method is
+    thread-safe."""
 
-    facts: SessionFacts
+    def start(self) -> None:
+        """Connect and make the session (``ConnectionFailed``, ``InvalidArgument``)."""
+        ...
 
     def call(
         self,
@@ -33,14 +41,16 @@ class SyncSession(Protocol):
         """Send ``requests`` back to back and block for all replies.
 
         ``watcher`` (if given) is set on every request that can carry a watch. If the
-        requests cannot be sent before ``deadline`` every reply is ``TIMED_OUT``.
+        requests cannot be sent before ``deadline`` every reply is ``TIMED_OUT``
+        (``carrying.never_sent``).
         """
         ...
 
     def watch_node(self, path: str, watcher: Watcher) -> None:
         """Set a getData watch without waiting for the reply (a lease watching its node).
 
-        If the reply says the node is already gone, ``watcher`` gets a DELETED event.
+        If the reply says the node is already gone, ``watcher`` gets a DELETED event
+        (``carrying.watch_answer``).
         """
         ...
 
@@ -57,8 +67,5 @@ class SyncSession(Protocol):
     def session_id(self) -> int: ...
 
     def add_state_listener(self, fn: SessionListener) -> Callable[[], None]: ...
-
-    @property
-    def closed(self) -> bool: ...
 
     def close(self) -> None: ...

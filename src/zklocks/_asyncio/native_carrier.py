@@ -1,18 +1,28 @@
-"""Our ``Connection`` as the asyncio driver sees it: on the caller's own event loop."""
+"""``AsyncClient``'s default carrier: our own ``Connection``, on the caller's event loop.
+
+``native_factory`` makes it; ``AsyncClient(session_factory=...)`` replaces it
+(``zklocks.sim.async_session_factory`` runs a client on the simulator), as
+``Client(session_factory=...)`` does for the sync client.
+"""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
-from zklocks._core import events as _events
+from zklocks._asyncio.carrier import AsyncCarrier
+from zklocks._core.carrying import never_sent, requests_meter, watch_answer
 from zklocks._core.deadline import Deadline
-from zklocks._core.ops import TIMED_OUT, GetData, Reply, Request
-from zklocks._protocol.errors import ClientClosedError, NoNodeError
-from zklocks._transport.adapter import facts_of, reply_of, submit_all
+from zklocks._core.ops import GetData, Reply, Request
+from zklocks._errors import InvalidArgument
+from zklocks._frontend.lockmaker import SessionFactory
+from zklocks._frontend.options import NO_SECURITY, ClientOptions, ConnectionSecurity
+from zklocks._protocol.errors import ClientClosedError, ConnectionFailedError
+from zklocks._transport import forks
+from zklocks._transport.adapter import connection_failed, facts_of, reply_of, submit_all
 from zklocks._transport.connection import Connection
-from zklocks._vocabulary import SessionState, Watcher, WatchEvent, WatchKind
+from zklocks._vocabulary import SessionListener, SessionState, Watcher, WatchEvent, WatchKind
 
 T = TypeVar("T")
 
@@ -44,17 +54,13 @@ async def _all_answered(futures: list[asyncio.Future[Any]]) -> None:
     await gate
 
 
-def _requests_meter() -> _events.Sink | None:
-    """Where the connection counts requests: the metrics sink, once one is enabled."""
-    return _events.sink
-
-
-class AsyncSession:
+class NativeAsyncCarrier:
     """One connection; every method runs on the loop the client was started on."""
 
-    def __init__(self, connection: Connection) -> None:
+    def __init__(self, connection: Connection, connect_timeout: float) -> None:
         self.connection = connection
-        connection.meter = _requests_meter  # count requests once metrics are enabled
+        connection.count_requests(requests_meter)  # once metrics are enabled
+        self._connect_timeout = connect_timeout
         self.facts = facts_of(connection)
         self.closed = False
         self._connected = asyncio.Event()
@@ -67,10 +73,39 @@ class AsyncSession:
         else:
             self._connected.clear()
 
-    def mark_connected(self) -> None:
-        """After start(): connected, unless the connection is gone already (one that died
-        at birth); a request with a deadline must not be queued for the next one."""
-        self._track_connected(self.connection.state)
+    @property
+    def state(self) -> SessionState:
+        return self.connection.state
+
+    async def start(self) -> None:
+        # ``connect_timeout`` bounds the whole start; each attempt gets a share of it.
+        connection = self.connection
+        try:
+            await connection.start(self._connect_timeout)
+        except ConnectionFailedError as exc:
+            raise connection_failed(exc) from exc
+        if connection.chroot_exists is False:
+            await connection.close()
+            raise InvalidArgument(
+                f"chroot {connection.chroot} does not exist on the server; "
+                "create it first, or remove it from the hosts string"
+            )
+        # Connected, unless the connection is gone already (one that died at birth): a
+        # request with a deadline must not be queued for the next one.
+        self._track_connected(connection.state)
+
+    def add_state_listener(self, fn: SessionListener) -> Callable[[], None]:
+        return self.connection.add_state_listener(fn)
+
+    async def close(self) -> None:
+        self.closed = True
+        await self.connection.close()
+        await self.finish_background()  # cleanups apart from their callers
+
+    def forget_after_fork(self) -> None:
+        self.closed = True
+        self.connection.forget_after_fork()
+        forks.keep(self.connection)
 
     async def call(
         self, requests: Sequence[Request], deadline: float | None, watcher: Watcher | None = None
@@ -85,7 +120,7 @@ class AsyncSession:
             try:
                 await asyncio.wait_for(self._connected.wait(), remaining)
             except TimeoutError:
-                return [TIMED_OUT for _ in requests]  # never sent
+                return never_sent(requests)
         futures = submit_all(self.connection, requests, watcher)
         await _all_answered(futures)
         return [reply_of(future) for future in futures]
@@ -115,8 +150,9 @@ class AsyncSession:
         future = self.connection.submit(GetData(path), watcher=watcher)
 
         def answered(future: asyncio.Future[Any]) -> None:
-            if not future.cancelled() and isinstance(future.exception(), NoNodeError):
-                watcher(WatchEvent(WatchKind.DELETED, path))
+            event = None if future.cancelled() else watch_answer(path, future.exception())
+            if event is not None:
+                watcher(event)
 
         future.add_done_callback(answered)
 
@@ -125,3 +161,13 @@ class AsyncSession:
 
     def credentials(self) -> tuple[int, bytes]:
         return self.connection.session_id, self.connection.session_password
+
+
+def native_factory(security: ConnectionSecurity = NO_SECURITY) -> SessionFactory[AsyncCarrier]:
+    """``AsyncClient``'s default: carriers on our own connection, with the security
+    options."""
+
+    def make(options: ClientOptions) -> NativeAsyncCarrier:
+        return NativeAsyncCarrier(security.connection(options), options.connect_timeout)
+
+    return make
