@@ -8,9 +8,10 @@ from typing import Any
 
 from zklocks._core import kinds
 from zklocks._core.flow import AcquireSpec, Flow
-from zklocks._core.ops import TIMED_OUT, Created, NodeData, Pipeline, Stat, Wait, inline_cleanups
+from zklocks._core.ops import TIMED_OUT, Pipeline, Wait, inline_cleanups
 from zklocks._core.steps import Gone
 from zklocks._protocol.errors import ClientClosedError, SessionExpiredError
+from zklocks._protocol.records import Created, NodeData, Stat
 from zklocks._vocabulary import WatchEvent, WatchKind
 
 ATTEMPT = "a" * 32

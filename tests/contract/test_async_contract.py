@@ -26,7 +26,7 @@ ALL = list(KINDS)
 
 async def children(client: zklocks.AsyncClient, path: str) -> list[str]:
     session = client._session_or_raise()
-    (reply,) = await session.call([zklocks._core.ops.GetChildren(path)], None)
+    (reply,) = await session.call([zklocks._protocol.records.GetChildren(path)], None)
     return sorted(reply) if isinstance(reply, list) else []
 
 

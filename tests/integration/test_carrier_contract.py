@@ -21,8 +21,9 @@ import pytest
 from nemesis.proxy import Proxy
 
 import zklocks
-from zklocks._core.ops import TIMED_OUT, Create, Delete, Exists, GetChildren, Reply, Request
+from zklocks._core.ops import TIMED_OUT, Reply, Request
 from zklocks._protocol.errors import ClientClosedError
+from zklocks._protocol.records import Create, Delete, Exists, GetChildren
 from zklocks._vocabulary import SessionState, Watcher, WatchEvent, WatchKind
 from zklocks.server import ZooKeeperServer
 from zklocks.sim.async_session import async_session_factory

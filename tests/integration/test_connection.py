@@ -21,8 +21,7 @@ from kazoo.client import KazooClient
 
 from connection_support import WAIT, Connection, States, Watched, until
 from helpers import run
-from zklocks._core import ops as _ops
-from zklocks._core.ops import Created, NodeData
+from zklocks._protocol import records as _records
 from zklocks._protocol.constants import CreateMode
 from zklocks._protocol.errors import (
     BadVersionError,
@@ -38,9 +37,11 @@ from zklocks._protocol.records import (
     Check,
     Children,
     Create,
+    Created,
     CreatedPath,
     Delete,
     GetChildren,
+    NodeData,
     SetData,
     Stat,
 )
@@ -114,7 +115,7 @@ def test_start_fails_naming_every_host_and_leaks_nothing() -> None:
         assert conn.state is SessionState.CLOSED
         assert asyncio.all_tasks() == tasks_before
         assert open_fds() == fds_before
-        future = conn.submit(_ops.Exists("/"))
+        future = conn.submit(_records.Exists("/"))
         with pytest.raises(ClientClosedError):
             await future
 
@@ -180,25 +181,27 @@ def test_lock_operations_answer_with_ops_types(zk_server: ZooKeeperServer, base:
         conn = Connection(zk_server.hosts)
         await conn.start()
         try:
-            created = await conn.submit(_ops.Create(base + "/lock-", b"me", sequential=True))
+            created = await conn.submit(_records.Create(base + "/lock-", b"me", sequential=True))
             assert type(created) is Created and type(created.stat) is Stat
             assert created.path.startswith(base + "/lock-")
             assert created.stat.ephemeral_owner == conn.session_id
             assert created.stat.czxid > 0
-            assert await conn.submit(_ops.GetChildren(base)) == [created.path.rsplit("/")[-1]]
-            data = await conn.submit(_ops.GetData(created.path))
+            assert await conn.submit(_records.GetChildren(base)) == [created.path.rsplit("/")[-1]]
+            data = await conn.submit(_records.GetData(created.path))
             assert type(data) is NodeData and data.data == b"me"
             assert data.stat.czxid == created.stat.czxid
-            stat = await conn.submit(_ops.Exists(created.path))
+            stat = await conn.submit(_records.Exists(created.path))
             assert type(stat) is Stat and stat.czxid == created.stat.czxid
-            assert await conn.submit(_ops.Delete(created.path)) is None
-            assert await conn.submit(_ops.Exists(created.path)) is None
+            assert await conn.submit(_records.Delete(created.path)) is None
+            assert await conn.submit(_records.Exists(created.path)) is None
             with pytest.raises(NoNodeError) as caught:
-                await conn.submit(_ops.Delete(created.path))
+                await conn.submit(_records.Delete(created.path))
             assert caught.value.path == created.path
             with pytest.raises(NoNodeError):
-                await conn.submit(_ops.GetData(created.path))
-            container = await conn.submit(_ops.Create(base + "/c", ephemeral=False, container=True))
+                await conn.submit(_records.GetData(created.path))
+            container = await conn.submit(
+                _records.Create(base + "/c", ephemeral=False, container=True)
+            )
             assert container.path == base + "/c"
         finally:
             await conn.close()
@@ -212,14 +215,14 @@ def test_pipelined_submits_are_answered_in_order(zk_server: ZooKeeperServer, bas
         await conn.start()
         try:
             futures = [
-                conn.submit(_ops.Create(base + "/n-", ephemeral=True, sequential=True))
+                conn.submit(_records.Create(base + "/n-", ephemeral=True, sequential=True))
                 for _ in range(500)
             ]
             assert not any(f.done() for f in futures)  # all written before any answer
             created = await asyncio.gather(*futures)
             sequence = [int(c.path.rsplit("-", 1)[1]) for c in created]
             assert sequence == list(range(500))
-            assert len(await conn.submit(_ops.GetChildren(base))) == 500
+            assert len(await conn.submit(_records.GetChildren(base))) == 500
         finally:
             await conn.close()
 
@@ -344,7 +347,7 @@ def test_watches_fire_once_with_the_right_event(
             assert len(exist.events) == 1 and len(data.events) == 1
             # a lock waiter's watch: exists on the predecessor, woken by its deletion
             waiter = Watched()
-            assert await conn.submit(_ops.Exists(base + "/w2"), watcher=waiter) is not None
+            assert await conn.submit(_records.Exists(base + "/w2"), watcher=waiter) is not None
             await asyncio.to_thread(kazoo.delete, base + "/w2")
             assert (await waiter.next()).kind is WatchKind.DELETED
         finally:
@@ -385,7 +388,7 @@ def test_close_wakes_every_watcher(zk_server: ZooKeeperServer, base: str) -> Non
         await conn.close()
         assert watched.events == [WatchEvent(WatchKind.CLOSED, base + "/never")]
         with pytest.raises(ClientClosedError):
-            await conn.submit(_ops.Exists("/"))
+            await conn.submit(_records.Exists("/"))
 
     run(main())
 
@@ -401,7 +404,7 @@ def test_last_answered_sent_is_the_send_time_of_the_last_answer(
             assert conn.last_answered_sent is not None
             assert before_start <= conn.last_answered_sent <= time.monotonic()
             before = time.monotonic()
-            future = conn.submit(_ops.Exists("/"))
+            future = conn.submit(_records.Exists("/"))
             after_submit = time.monotonic()
             await future
             assert before <= conn.last_answered_sent <= after_submit
@@ -420,7 +423,7 @@ def test_last_answered_sent_is_the_send_time_of_the_last_answer(
 def test_submit_before_start_is_queued_until_connected(zk_server: ZooKeeperServer) -> None:
     async def main() -> None:
         conn = Connection(zk_server.hosts)
-        future = conn.submit(_ops.Exists("/"))
+        future = conn.submit(_records.Exists("/"))
         assert not future.done()
         await conn.start()
         try:

@@ -76,7 +76,7 @@ def worker(*args: str) -> subprocess.Popen[str]:
 
 
 def children(client: zklocks.Client, path: str) -> list[str]:
-    (reply,) = client._session_or_raise().call([zklocks._core.ops.GetChildren(path)], None)
+    (reply,) = client._session_or_raise().call([zklocks._protocol.records.GetChildren(path)], None)
     return sorted(reply) if isinstance(reply, list) else []
 
 

@@ -16,7 +16,9 @@ from zklocks.server import ZooKeeperServer
 
 
 async def children(client: zklocks.AsyncClient, path: str) -> list[str]:
-    (reply,) = await client._session_or_raise().call([zklocks._core.ops.GetChildren(path)], None)
+    (reply,) = await client._session_or_raise().call(
+        [zklocks._protocol.records.GetChildren(path)], None
+    )
     return sorted(reply) if isinstance(reply, list) else []
 
 

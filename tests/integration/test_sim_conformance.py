@@ -23,8 +23,8 @@ from kazoo.client import KazooClient
 
 import zklocks
 from helpers import expire_session
-from zklocks._core.ops import Create, Created, Exists, GetChildren
 from zklocks._protocol.errors import ClientClosedError, ZooKeeperError, error_for_code
+from zklocks._protocol.records import Create, Created, Exists, GetChildren
 from zklocks._vocabulary import SessionState, WatchEvent
 from zklocks.server import ZooKeeperServer
 from zklocks.sim.model import ClientWatches, Model

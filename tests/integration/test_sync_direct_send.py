@@ -21,7 +21,7 @@ from kazoo.client import KazooClient
 from nemesis.proxy import Proxy
 
 import zklocks
-from zklocks._core.ops import Create, Created
+from zklocks._protocol.records import Create, Created
 from zklocks._sync.native_carrier import NativeSyncCarrier, _Timers
 from zklocks._vocabulary import SessionState
 from zklocks.server import ZooKeeperServer

@@ -19,7 +19,7 @@ from nemesis.proxy import Proxy
 from broken_server import StrayReplyRelay
 from connection_support import WAIT, Connection, States, Watched, until
 from helpers import run as run_bounded
-from zklocks._core import ops as _ops
+from zklocks._protocol import records as _records
 from zklocks._protocol.errors import (
     ConnectionLossError,
     NoAuthError,
@@ -61,12 +61,12 @@ def test_reset_fails_in_flight_queues_new_and_resumes(
             try:
                 await conn.create(base + "/eph", ephemeral=True)
                 proxy.stall()
-                in_flight = conn.submit(_ops.Exists(base + "/eph"))
+                in_flight = conn.submit(_records.Exists(base + "/eph"))
                 proxy.reset()
                 with pytest.raises(ConnectionLossError):
                     await asyncio.wait_for(in_flight, WAIT)
                 suspended = await states.wait(SessionState.SUSPENDED)
-                queued = conn.submit(_ops.Exists(base + "/eph"))
+                queued = conn.submit(_records.Exists(base + "/eph"))
                 assert not queued.done()
                 proxy.unstall()
                 await states.wait(SessionState.CONNECTED, after=suspended)
@@ -97,7 +97,7 @@ def test_watch_is_restored_and_fires_for_a_deletion_missed_while_away(
             await conn.start()
             try:
                 waiter = Watched()
-                assert await conn.submit(_ops.Exists(base + "/predecessor"), watcher=waiter)
+                assert await conn.submit(_records.Exists(base + "/predecessor"), watcher=waiter)
                 proxy.stall()
                 proxy.reset()
                 suspended = await states.wait(SessionState.SUSPENDED)
@@ -221,7 +221,7 @@ def test_long_stall_is_lost_when_the_server_expires_the_session(
                     SessionState.SUSPENDED,
                     SessionState.LOST,
                 ]
-                queued = conn.submit(_ops.Exists("/"))
+                queued = conn.submit(_records.Exists("/"))
                 proxy.unstall()
                 await states.wait(SessionState.CONNECTED, after=lost)
                 assert conn.session_id not in (0, old_session)
@@ -442,7 +442,7 @@ def test_queued_requests_fail_when_the_session_is_lost(
                 proxy.stall()
                 proxy.reset()
                 suspended = await states.wait(SessionState.SUSPENDED)
-                queued = conn.submit(_ops.Delete(base + "/whatever"))
+                queued = conn.submit(_records.Delete(base + "/whatever"))
                 await states.wait(SessionState.LOST, after=suspended)
                 with pytest.raises(SessionExpiredError):
                     await asyncio.wait_for(queued, WAIT)

@@ -16,7 +16,7 @@ import pytest
 
 import zklocks
 from helpers import SessionTap, TappedSession, native_sessions, run_scenario, tapped_factory
-from zklocks._core.ops import GetChildren
+from zklocks._protocol.records import GetChildren
 from zklocks._vocabulary import Watcher
 from zklocks.server import ZooKeeperServer
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from zklocks._core.ops import Create, Created, Delete, Exists, GetChildren, GetData, NodeData, Stat
 from zklocks._protocol.errors import (
     BadArgumentsError,
     NoChildrenForEphemeralsError,
@@ -13,7 +12,19 @@ from zklocks._protocol.errors import (
     NotEmptyError,
     SessionExpiredError,
 )
-from zklocks._protocol.records import Children, Multi, SetData
+from zklocks._protocol.records import (
+    Children,
+    Create,
+    Created,
+    Delete,
+    Exists,
+    GetChildren,
+    GetData,
+    Multi,
+    NodeData,
+    SetData,
+    Stat,
+)
 from zklocks._vocabulary import WatchEvent, WatchKind
 from zklocks.sim.model import (
     ClientWatches,

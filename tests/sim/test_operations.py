@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from zklocks._core.contenders import read_line
-from zklocks._core.ops import Delete, Op
+from zklocks._core.ops import Op
+from zklocks._protocol.records import Delete
 from zklocks.sim import SimulationFailure, explore, replay
 from zklocks.sim.runner import Options, plan_for
 from zklocks.sim.scheduler import Simulation

@@ -15,7 +15,8 @@ import pytest
 from flow_support import wrapped_flow
 from zklocks._core import flow as _flow
 from zklocks._core import nodes as _nodes
-from zklocks._core.ops import Created, Exists, GetChildren, Pipeline, SessionId, Wait
+from zklocks._core.ops import Pipeline, SessionId, Wait
+from zklocks._protocol.records import Created, Exists, GetChildren
 from zklocks.sim import (
     KNOWN_ISSUES,
     DeleteNode,

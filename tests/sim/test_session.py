@@ -12,8 +12,9 @@ import zklocks
 from zklocks._core import flow as _flow
 from zklocks._core import nodes as _nodes
 from zklocks._core.kinds import LOCK
-from zklocks._core.ops import TIMED_OUT, Create, Created, Exists, GetChildren, Stat
+from zklocks._core.ops import TIMED_OUT
 from zklocks._protocol.errors import ClientClosedError, NoNodeError
+from zklocks._protocol.records import Create, Created, Exists, GetChildren, Stat
 from zklocks._sync import driver
 from zklocks._vocabulary import SessionState, WatchEvent, WatchKind
 from zklocks.sim.session import SimServer, SimSession, session_factory

@@ -18,8 +18,9 @@ import pytest
 
 from flow_support import wrapped_flow
 from zklocks._core import flow as _flow
-from zklocks._core.ops import Created, Exists, Pipeline, Wait
+from zklocks._core.ops import Pipeline, Wait
 from zklocks._protocol.errors import ConnectionLossError, SessionExpiredError
+from zklocks._protocol.records import Created, Exists
 from zklocks.sim import KNOWN_ISSUES, DeleteNode, SimulationFailure, explore, replay
 
 BUDGET = 10_000  # the CI budget of test_schedules.py: the planted flow must fail well within

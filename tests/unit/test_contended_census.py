@@ -12,7 +12,8 @@ from typing import Any
 
 from flow_support import PATH, SESSION, created, mine, spec, theirs
 from zklocks._core.flow import Acquired, acquire, release
-from zklocks._core.ops import NodeData, Pipeline, Request, SessionId, Stat, Wait, inline_cleanups
+from zklocks._core.ops import Pipeline, Request, SessionId, Wait, inline_cleanups
+from zklocks._protocol.records import NodeData, Stat
 from zklocks._vocabulary import WatchEvent, WatchKind
 
 PRESENT = NodeData(b"", Stat(czxid=1, ephemeral_owner=SESSION + 1))  # a watched blocker

@@ -19,9 +19,10 @@ import pytest
 
 from helpers import run
 from zklocks._asyncio import driver as async_driver
-from zklocks._core.ops import TIMED_OUT, Cleanup, Delete, NodeData, Op, Reply, Request, Stat, Wait
+from zklocks._core.ops import TIMED_OUT, Cleanup, Op, Reply, Request, Wait
 from zklocks._core.steps import Gone, await_deletion
 from zklocks._errors import LockError, LockTimeout
+from zklocks._protocol.records import Delete, NodeData, Stat
 from zklocks._sync import driver as sync_driver
 from zklocks._vocabulary import SessionFacts, Watcher, WatchEvent, WatchKind
 

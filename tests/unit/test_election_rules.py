@@ -14,7 +14,7 @@ from zklocks._core import multilock as _multilock
 from zklocks._core import nodes as _nodes
 from zklocks._core.lease import Lease
 from zklocks._core.nodes import NodeName
-from zklocks._core.ops import TIMED_OUT, Exists, GetChildren, NodeData, Pipeline, Stat, Wait
+from zklocks._core.ops import TIMED_OUT, Pipeline, Wait
 from zklocks._core.strategies import GRANTED, Refused, WaitFor, decide, holders
 from zklocks._errors import InvalidArgument
 from zklocks._protocol.errors import (
@@ -23,6 +23,7 @@ from zklocks._protocol.errors import (
     NoNodeError,
     SessionExpiredError,
 )
+from zklocks._protocol.records import Exists, GetChildren, NodeData, Stat
 from zklocks._vocabulary import SessionFacts, WatchEvent, WatchKind
 
 ATTEMPT = "0123456789abcdef0123456789abcdef"

@@ -18,22 +18,7 @@ from flow_support import (
 )
 from zklocks._core import nodes as _nodes
 from zklocks._core.flow import CLEANUP_GRACE, Acquired, acquire, release
-from zklocks._core.ops import (
-    TIMED_OUT,
-    Cleanup,
-    Create,
-    Created,
-    Delete,
-    Exists,
-    GetChildren,
-    GetData,
-    NodeData,
-    Pipeline,
-    SessionId,
-    Stat,
-    Wait,
-    inline_cleanups,
-)
+from zklocks._core.ops import TIMED_OUT, Cleanup, Pipeline, SessionId, Wait, inline_cleanups
 from zklocks._core.steps import Gone
 from zklocks._errors import InvalidArgument, LockTimeout
 from zklocks._protocol.errors import (
@@ -41,6 +26,16 @@ from zklocks._protocol.errors import (
     NodeExistsError,
     NoNodeError,
     SessionExpiredError,
+)
+from zklocks._protocol.records import (
+    Create,
+    Created,
+    Delete,
+    Exists,
+    GetChildren,
+    GetData,
+    NodeData,
+    Stat,
 )
 
 PRESENT = NodeData(b"", Stat(czxid=1, ephemeral_owner=SESSION + 1))  # a blocker, watched

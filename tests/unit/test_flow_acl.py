@@ -9,20 +9,21 @@ import zklocks
 from flow_support import ATTEMPT, PATH, SESSION, Stepper, created, mine, spec
 from zklocks._core import security as _security
 from zklocks._core.flow import Acquired, acquire
-from zklocks._core.ops import (
+from zklocks._core.ops import Pipeline, SessionId
+from zklocks._protocol.errors import NoAuthError, NoNodeError
+from zklocks._protocol.records import (
     Create,
     Delete,
     GetACL,
     GetChildren,
     GetData,
+    Id,
     NodeACL,
     NodeData,
-    Pipeline,
-    SessionId,
     Stat,
+    WireACL,
+    digest_id,
 )
-from zklocks._protocol.errors import NoAuthError, NoNodeError
-from zklocks._protocol.records import Id, WireACL, digest_id
 
 CREDS = _security.credentials([("digest", "alice:pw")])
 POLICY = _security.acl_policy("creator", CREDS)

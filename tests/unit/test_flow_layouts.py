@@ -10,16 +10,7 @@ import pytest
 from flow_support import ATTEMPT, PATH, SESSION, Stepper, spec, watched
 from zklocks._core import layouts
 from zklocks._core.flow import Acquired, acquire
-from zklocks._core.ops import (
-    TIMED_OUT,
-    Created,
-    Delete,
-    Exists,
-    GetChildren,
-    Pipeline,
-    SessionId,
-    Stat,
-)
+from zklocks._core.ops import TIMED_OUT, Pipeline, SessionId
 from zklocks._errors import LockTimeout
 from zklocks._protocol.errors import (
     ConnectionLossError,
@@ -27,6 +18,7 @@ from zklocks._protocol.errors import (
     NoNodeError,
     SessionExpiredError,
 )
+from zklocks._protocol.records import Created, Delete, Exists, GetChildren, Stat
 
 UUID = str(uuid.UUID(hex=ATTEMPT))
 OTHER_UUID = str(uuid.uuid4())

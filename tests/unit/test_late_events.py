@@ -12,9 +12,10 @@ from __future__ import annotations
 from flow_support import ATTEMPT, PATH, SESSION, Stepper, created, mine, spec, theirs, watched
 from zklocks._core import nodes as _nodes
 from zklocks._core.flow import Acquired, acquire
-from zklocks._core.ops import Exists, GetChildren, Pipeline, SessionId, Stat
+from zklocks._core.ops import Pipeline, SessionId
 from zklocks._core.steps import Gone
 from zklocks._protocol.errors import SessionExpiredError
+from zklocks._protocol.records import Exists, GetChildren, Stat
 
 OURS = Stat(czxid=100, ephemeral_owner=SESSION)  # created() gives our node this stat
 

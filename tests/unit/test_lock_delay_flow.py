@@ -17,11 +17,11 @@ from flow_support import PATH, SESSION, Stepper, created, mine, spec, theirs
 from zklocks._core import validate
 from zklocks._core.flow import Acquired, acquire, release
 from zklocks._core.lock_delay import LockDelayWait
-from zklocks._core.ops import TIMED_OUT, Delete, Exists, GetChildren, Multi, Pipeline, Stat, Wait
+from zklocks._core.ops import TIMED_OUT, Pipeline, Wait
 from zklocks._core.steps import Gone
 from zklocks._errors import InvalidArgument, LockTimeout
 from zklocks._protocol.errors import NoAuthError, NoNodeError
-from zklocks._protocol.records import Children, SetData
+from zklocks._protocol.records import Children, Delete, Exists, GetChildren, Multi, SetData, Stat
 from zklocks._vocabulary import WatchEvent, WatchKind
 
 

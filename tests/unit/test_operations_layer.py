@@ -11,7 +11,7 @@ import pytest
 
 import zklocks
 from zklocks._asyncio import driver as async_driver
-from zklocks._core.ops import GetChildren
+from zklocks._protocol.records import GetChildren
 from zklocks._sync import driver as sync_driver
 from zklocks.sim import SimServer, async_session_factory, session_factory
 

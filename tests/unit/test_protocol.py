@@ -17,9 +17,8 @@ from typing import Any
 
 import pytest
 
-from zklocks._core import ops as _ops
-from zklocks._core.ops import Created, NodeData
 from zklocks._protocol import codec
+from zklocks._protocol import records as _records
 from zklocks._protocol.constants import AddWatchMode, EventType, OpCode, WatchTable
 from zklocks._protocol.errors import (
     AuthFailedError,
@@ -35,11 +34,13 @@ from zklocks._protocol.records import (
     Check,
     Children,
     Create,
+    Created,
     Delete,
     Exists,
     GetChildren,
     GetData,
     Multi,
+    NodeData,
     SetData,
     Stat,
     Sync,
@@ -98,7 +99,7 @@ def _created(path: str, *, data_length: int | None = None, ephemeral: bool = Fal
             assert isinstance(value.stat, Stat)
             assert value.stat.data_length == data_length
         else:
-            assert type(value.stat) is Stat  # _ops requests answer with _ops.Stat exactly
+            assert type(value.stat) is Stat  # _ops requests answer with _records.Stat exactly
 
     return check
 
@@ -184,12 +185,12 @@ ROWS = [
     ),
     Row(
         "create_ephemeral_ops",
-        _ops.Create(BASE + "/eph", b"e", ephemeral=True),
+        _records.Create(BASE + "/eph", b"e", ephemeral=True),
         _created(BASE + "/eph", ephemeral=True),
     ),
     Row(
         "create_ephemeral_sequential_ops",
-        _ops.Create(BASE + "/seq-", b"", ephemeral=True, sequential=True),
+        _records.Create(BASE + "/seq-", b"", ephemeral=True, sequential=True),
         _seq(BASE + "/seq-"),
     ),
     Row(
@@ -199,7 +200,7 @@ ROWS = [
     ),
     Row(
         "create_container_ops",
-        _ops.Create("/zkl-container", ephemeral=False, container=True),
+        _records.Create("/zkl-container", ephemeral=False, container=True),
         _created("/zkl-container"),
     ),
     Row(
@@ -215,7 +216,7 @@ ROWS = [
     ),
     Row(
         "create_no_parent_error",
-        _ops.Create("/zkl-missing/child"),
+        _records.Create("/zkl-missing/child"),
         _error(NoNodeError, "/zkl-missing/child"),
         ok=False,
     ),
@@ -228,7 +229,7 @@ ROWS = [
     ),
     Row(
         "exists_missing_watch_ops",
-        _ops.Exists(BASE + "/later"),
+        _records.Exists(BASE + "/later"),
         _check_none,
         watch=True,
         registered={WatchTable.EXIST: [BASE + "/later"]},
@@ -240,7 +241,7 @@ ROWS = [
         watch=True,
         registered={WatchTable.DATA: [BASE]},
     ),
-    Row("get_data_ops", _ops.GetData(BASE + "/eph"), _check_get_data_ops),
+    Row("get_data_ops", _records.GetData(BASE + "/eph"), _check_get_data_ops),
     Row("set_data", SetData(BASE, b"world", 0), _check_set_data),
     Row(
         "set_data_bad_version",
@@ -250,7 +251,7 @@ ROWS = [
     ),
     Row(
         "get_children_ops_watch",
-        _ops.GetChildren(BASE),
+        _records.GetChildren(BASE),
         _check_children,
         watch=True,
         registered={WatchTable.CHILD: [BASE]},
@@ -260,7 +261,7 @@ ROWS = [
     Row("delete_not_empty", Delete(BASE), _error(NotEmptyError, BASE), ok=False),
     Row(
         "delete_ops_missing",
-        _ops.Delete(BASE + "/nope"),
+        _records.Delete(BASE + "/nope"),
         _error(NoNodeError, BASE + "/nope"),
         ok=False,
     ),
@@ -282,7 +283,7 @@ ROWS = [
                 Create(BASE + "/m1", b"1", ephemeral=False),
                 SetData(BASE + "/m1", b"2", 0),
                 Check(BASE + "/m1", 1),
-                _ops.Create(BASE + "/m2", ephemeral=False),
+                _records.Create(BASE + "/m2", ephemeral=False),
                 Delete(BASE + "/m2"),
             )
         ),
@@ -532,7 +533,7 @@ def test_pipelined_replies_in_one_read() -> None:
 def test_chroot_is_added_and_removed() -> None:
     session = connected_session(chroot="/zkl-capture")
     session._xid = header(frames("create_ephemeral_sequential_ops")[0])[0] - 1
-    frame = session.request(_ops.Create("/seq-", b"", ephemeral=True, sequential=True), "t")
+    frame = session.request(_records.Create("/seq-", b"", ephemeral=True, sequential=True), "t")
     assert frame == sent("create_ephemeral_sequential_ops")
     (reply,) = session.receive(frames("create_ephemeral_sequential_ops")[0])
     assert reply.value.path.startswith("/seq-")

@@ -7,8 +7,8 @@ import struct
 
 import pytest
 
-from zklocks._core import ops as _ops
 from zklocks._protocol import codec, jute
+from zklocks._protocol import records as _records
 from zklocks._protocol.constants import DEFAULT_MAX_BUFFER, CreateMode, OpCode, Perm
 from zklocks._protocol.errors import (
     ApiError,
@@ -113,13 +113,13 @@ def test_requests_that_cannot_be_sent() -> None:
     with pytest.raises(TypeError):
         session.request("not a request", "t")
     with pytest.raises(ValueError):
-        session.request(_ops.Create("/n"), "t", watcher=print)  # creates set no watch
+        session.request(_records.Create("/n"), "t", watcher=print)  # creates set no watch
     with pytest.raises(ValueError):
         session.request(AddWatch("/n"), "t")  # a persistent watch needs a caller
     with pytest.raises(TypeError):
         session.request(Check("/n", 1), "t")  # only inside a multi
     with pytest.raises(ValueError):
-        codec.plan(_ops.Create("/n", ephemeral=True, container=True), "", False)
+        codec.plan(_records.Create("/n", ephemeral=True, container=True), "", False)
     for no_mode in (
         Create("/n", ttl_ms=5000),  # ephemeral (the default) with a TTL
         Create("/n", ephemeral=False, ttl_ms=-1),

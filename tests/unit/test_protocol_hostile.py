@@ -21,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from zklocks._core import ops as _ops
+from zklocks._protocol import records as _records
 from zklocks._protocol.constants import OpCode, Xid
 from zklocks._protocol.errors import MarshallingError
 from zklocks._protocol.records import (
@@ -84,7 +84,7 @@ def answered(events: list[Event]) -> list[Any]:
 
 def test_an_undecodable_reply_leaves_its_request_in_flight() -> None:
     session = established()
-    session.request(_ops.GetChildren("/lock"), "listing")
+    session.request(_records.GetChildren("/lock"), "listing")
     session.request(Sync("/"), "after")
     bad_name = INT.pack(1) + string(b"lock-\xff\xfe")  # a child name that is not UTF-8
     events, error = feed(session, frame(1, bad_name))
@@ -96,7 +96,7 @@ def test_an_undecodable_reply_leaves_its_request_in_flight() -> None:
 def test_answers_before_broken_bytes_ride_on_the_error() -> None:
     session = established()
     session.request(Sync("/a"), "first")
-    session.request(_ops.GetChildren("/lock"), "second")
+    session.request(_records.GetChildren("/lock"), "second")
     good = frame(1, string(b"/a"))
     bad = frame(2, INT.pack(1) + string(b"\xc3"))  # a cut UTF-8 sequence
     events, error = feed(session, good + bad)
@@ -140,11 +140,11 @@ def test_a_broken_round_stays_broken_until_the_next_connect() -> None:
 # -- any bytes ---------------------------------------------------------------------------
 
 REQUESTS: list[Any] = [
-    _ops.GetChildren("/lock"),
-    _ops.GetData("/lock/n"),
-    _ops.Exists("/lock/n"),
-    _ops.Create("/lock/n-", b"x", ephemeral=True, sequential=True),
-    _ops.Delete("/lock/n"),
+    _records.GetChildren("/lock"),
+    _records.GetData("/lock/n"),
+    _records.Exists("/lock/n"),
+    _records.Create("/lock/n-", b"x", ephemeral=True, sequential=True),
+    _records.Delete("/lock/n"),
     Create("/c", b"", ephemeral=False),
     GetChildren("/lock", with_stat=True),
     Sync("/"),

@@ -8,10 +8,10 @@ import struct
 import pytest
 
 import zklocks
-from zklocks._core import ops as _ops
 from zklocks._core import security as _security
 from zklocks._core.steps import parent_creates
 from zklocks._protocol import codec
+from zklocks._protocol import records as _records
 from zklocks._protocol.constants import OpCode
 from zklocks._protocol.jute import write_string
 from zklocks._protocol.records import Id, WireACL, digest_id
@@ -74,7 +74,7 @@ def test_ssl_argument_forms() -> None:
 
 def test_a_create_carries_our_acl_on_the_wire() -> None:
     acl = (WireACL(31, Id("auth", "")), WireACL(1, Id("world", "anyone")))
-    plan = codec.plan(_ops.Create("/l/n-", b"d", sequential=True, acl=acl), "", False)
+    plan = codec.plan(_records.Create("/l/n-", b"d", sequential=True, acl=acl), "", False)
     assert plan.opcode == OpCode.CREATE2
     expected_acl = (
         struct.pack(">i", 2)
@@ -84,19 +84,19 @@ def test_a_create_carries_our_acl_on_the_wire() -> None:
     path = write_string("/l/n-")
     assert plan.body == path + write_string("d")[:4] + b"d" + expected_acl + struct.pack(">i", 3)
     # the open ACL when none is given (the precomputed fast path)
-    open_plan = codec.plan(_ops.Create("/l/n-", b"d", sequential=True), "", False)
+    open_plan = codec.plan(_records.Create("/l/n-", b"d", sequential=True), "", False)
     assert b"world" in open_plan.body and b"auth" not in open_plan.body
 
 
 def test_get_acl_round_trip() -> None:
-    plan = codec.plan(_ops.GetACL("/l"), "/chroot", False)
+    plan = codec.plan(_records.GetACL("/l"), "/chroot", False)
     assert plan.opcode == OpCode.GET_ACL and plan.body == write_string("/chroot/l")
     reply = (
         struct.pack(">i", 1) + struct.pack(">i", 31) + write_string("digest")
         + write_string("alice:hash") + bytes(68)
     )  # fmt: skip
     decoded = plan.decode(reply, 0, "/chroot")
-    assert decoded == _ops.NodeACL((WireACL(31, Id("digest", "alice:hash")),))
+    assert decoded == _records.NodeACL((WireACL(31, Id("digest", "alice:hash")),))
 
 
 def test_created_ancestors_let_others_share_them_but_not_delete() -> None:

@@ -13,8 +13,9 @@ import uuid
 from flow_support import ATTEMPT, PATH, SESSION, Stepper, spec
 from zklocks._core import layouts
 from zklocks._core.flow import Acquired, acquire
-from zklocks._core.ops import Created, Delete, Pipeline, SessionId, Stat
+from zklocks._core.ops import Pipeline, SessionId
 from zklocks._protocol.errors import NoNodeError
+from zklocks._protocol.records import Created, Delete, Stat
 
 UUID = str(uuid.UUID(hex=ATTEMPT))
 

@@ -9,20 +9,7 @@ from __future__ import annotations
 import pytest
 
 from flow_support import Stepper, watched
-from zklocks._core.ops import (
-    TIMED_OUT,
-    Create,
-    Created,
-    Exists,
-    GetChildren,
-    GetData,
-    NodeData,
-    Pipeline,
-    SessionId,
-    Stat,
-    Wait,
-    too_late,
-)
+from zklocks._core.ops import TIMED_OUT, Pipeline, SessionId, Wait, too_late
 from zklocks._core.steps import Gone, await_children_change, await_deletion, make_parents
 from zklocks._protocol.errors import (
     ClientClosedError,
@@ -32,6 +19,7 @@ from zklocks._protocol.errors import (
     NoNodeError,
     SessionExpiredError,
 )
+from zklocks._protocol.records import Create, Created, Exists, GetChildren, GetData, NodeData, Stat
 from zklocks._vocabulary import WatchEvent, WatchKind
 
 A, B = "/locks/x/lock-a-0000000001", "/locks/x/lock-b-0000000002"

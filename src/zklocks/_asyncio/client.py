@@ -24,7 +24,6 @@ from zklocks._core.events import ConnectionState
 from zklocks._core.flow import Acquired
 from zklocks._core.inspect import LockSummary
 from zklocks._core.lease import AsyncLease
-from zklocks._core.ops import Stat
 from zklocks._core.reads import UserWatch
 from zklocks._core.security import ACL
 from zklocks._frontend import server_check as _server_check
@@ -33,6 +32,7 @@ from zklocks._frontend.holdings import LockConfig
 from zklocks._frontend.lockmaker import LockMaker, SessionFactory, show_concrete_types
 from zklocks._frontend.options import ConnectionSecurity
 from zklocks._frontend.server_check import MemberVersion
+from zklocks._protocol.records import Stat
 from zklocks._transport import forks
 from zklocks._vocabulary import SessionState
 

@@ -14,11 +14,12 @@ from typing import Any, TypeVar
 from zklocks._asyncio.carrier import AsyncCarrier
 from zklocks._core.carrying import never_sent, requests_meter, watch_answer
 from zklocks._core.deadline import Deadline
-from zklocks._core.ops import GetData, Reply, Request
+from zklocks._core.ops import Reply, Request
 from zklocks._errors import InvalidArgument
 from zklocks._frontend.lockmaker import SessionFactory
 from zklocks._frontend.options import NO_SECURITY, ClientOptions, ConnectionSecurity
 from zklocks._protocol.errors import ClientClosedError, ConnectionFailedError
+from zklocks._protocol.records import GetData
 from zklocks._transport import forks
 from zklocks._transport.adapter import connection_failed, facts_of, reply_of, submit_all
 from zklocks._transport.connection import Connection

@@ -21,19 +21,7 @@ from typing import Any, TypeAlias, TypeVar
 from zklocks._core import kinds as _kinds
 from zklocks._core import layouts as _layouts
 from zklocks._core.contender import Contender, contender_of
-from zklocks._core.ops import (
-    TIMED_OUT,
-    Cleanup,
-    Create,
-    Delete,
-    GetACL,
-    GetChildren,
-    NodeACL,
-    NodeData,
-    Op,
-    Pipeline,
-    Stat,
-)
+from zklocks._core.ops import TIMED_OUT, Cleanup, Op, Pipeline
 from zklocks._core.security import AclPolicy, public_acl, weak_directory_message, weaker_entries
 from zklocks._core.steps import Gone, await_deletion, make_parents
 from zklocks._core.strategies import WaitFor
@@ -46,7 +34,16 @@ from zklocks._protocol.errors import (
     SessionExpiredError,
     ZooKeeperError,
 )
-from zklocks._protocol.records import WireACL
+from zklocks._protocol.records import (
+    Create,
+    Delete,
+    GetACL,
+    GetChildren,
+    NodeACL,
+    NodeData,
+    Stat,
+    WireACL,
+)
 
 Flow: TypeAlias = Generator[Op, Any, Any]
 T = TypeVar("T")

@@ -19,14 +19,14 @@ from typing import Any
 from zklocks._core import nodes as _nodes
 from zklocks._core.contenders import read_line
 from zklocks._core.flow import access_denied
-from zklocks._core.ops import Multi, Op
+from zklocks._core.ops import Op
 from zklocks._protocol.errors import (
     BadVersionError,
     ConnectionLossError,
     NoAuthError,
     NoNodeError,
 )
-from zklocks._protocol.records import Check, Delete
+from zklocks._protocol.records import Check, Delete, Multi
 
 
 @dataclass(frozen=True, slots=True)

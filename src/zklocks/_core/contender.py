@@ -10,7 +10,7 @@ import datetime as dt
 from dataclasses import dataclass
 
 from zklocks._core import nodes as _nodes
-from zklocks._core.ops import NodeData
+from zklocks._protocol.records import NodeData
 
 __all__ = ["Contender", "contender_of", "describe_holder"]
 

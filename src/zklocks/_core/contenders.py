@@ -15,7 +15,7 @@ from zklocks._core import layouts as _layouts
 from zklocks._core import nodes as _nodes
 from zklocks._core.contender import Contender, contender_of
 from zklocks._core.flow import access_denied
-from zklocks._core.ops import GetACL, GetChildren, GetData, NodeACL, NodeData, Op, Pipeline, Sync
+from zklocks._core.ops import Op, Pipeline
 from zklocks._errors import LockError
 from zklocks._protocol.errors import (
     ConnectionLossError,
@@ -23,7 +23,7 @@ from zklocks._protocol.errors import (
     NoNodeError,
     ZooKeeperError,
 )
-from zklocks._protocol.records import WireACL
+from zklocks._protocol.records import GetACL, GetChildren, GetData, NodeACL, NodeData, Sync, WireACL
 
 __all__ = ["Contender", "directory_acl", "list_contenders", "read_line"]
 

@@ -28,18 +28,7 @@ from zklocks._core import kinds as _kinds
 from zklocks._core import nodes as _nodes
 from zklocks._core.contender import Contender, contender_of
 from zklocks._core.flow import access_denied
-from zklocks._core.ops import (
-    TIMED_OUT,
-    Exists,
-    GetChildren,
-    GetData,
-    NodeData,
-    Op,
-    Pipeline,
-    Stat,
-    Wait,
-    Wake,
-)
+from zklocks._core.ops import TIMED_OUT, Op, Pipeline, Wait, Wake
 from zklocks._core.steps import await_deletion
 from zklocks._errors import ClientClosed, LockError
 from zklocks._protocol.errors import (
@@ -49,6 +38,7 @@ from zklocks._protocol.errors import (
     NoNodeError,
     SessionExpiredError,
 )
+from zklocks._protocol.records import Exists, GetChildren, GetData, NodeData, Stat
 from zklocks._vocabulary import WatchKind
 
 KIND = _kinds.ELECT.name

@@ -30,8 +30,9 @@ from typing import Any, Protocol
 
 from zklocks._core import dialects as _dialects
 from zklocks._core.lock_delay import LockDelayWait
-from zklocks._core.ops import Children, Created, Op, Pipeline
+from zklocks._core.ops import Op, Pipeline
 from zklocks._errors import InvalidArgument, LockTimeout
+from zklocks._protocol.records import Children, Created
 from zklocks._vocabulary import SessionState, tell_each
 
 log = logging.getLogger("zklocks.lock")

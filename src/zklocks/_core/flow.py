@@ -99,11 +99,18 @@ from zklocks._core.acquire_steps import (
     timed_out,
     unexpected,
 )
-from zklocks._core.ops import TIMED_OUT, Create, Created, Exists, GetChildren, Op, SessionId, Stat
+from zklocks._core.ops import TIMED_OUT, Op, SessionId
 from zklocks._core.strategies import Granted, Refused
 from zklocks._errors import InvalidArgument
 from zklocks._protocol.errors import ConnectionLossError, NoNodeError, SessionExpiredError
-from zklocks._protocol.records import Children
+from zklocks._protocol.records import (
+    Children,
+    Create,
+    Created,
+    Exists,
+    GetChildren,
+    Stat,
+)
 
 log = logging.getLogger("zklocks.lock")
 

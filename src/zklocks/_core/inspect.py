@@ -19,7 +19,7 @@ from zklocks._core import nodes as _nodes
 from zklocks._core.contenders import Contender
 from zklocks._core.flow import access_denied
 from zklocks._core.kinds import ELECT, LOCK, PERMIT, READ, WRITE
-from zklocks._core.ops import Delete, Exists, GetChildren, Op, Pipeline, SessionId, Stat
+from zklocks._core.ops import Op, Pipeline, SessionId
 from zklocks._core.strategies import Granted, Refused, WaitFor
 from zklocks._errors import LockError
 from zklocks._protocol.constants import AddWatchMode
@@ -31,7 +31,14 @@ from zklocks._protocol.errors import (
     UnimplementedError,
     ZooKeeperError,
 )
-from zklocks._protocol.records import AddWatch, Children
+from zklocks._protocol.records import (
+    AddWatch,
+    Children,
+    Delete,
+    Exists,
+    GetChildren,
+    Stat,
+)
 from zklocks._vocabulary import Watcher
 
 #: Requests per pipelined round trip when walking a tree.

@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from zklocks._core.nodes import NodeName
-from zklocks._core.ops import TIMED_OUT, Delete, Multi, Op, Stat, Wait
+from zklocks._core.ops import TIMED_OUT, Op, Wait
 from zklocks._core.strategies import Granted, Rules
 from zklocks._protocol.errors import (
     ClientClosedError,
@@ -54,7 +54,7 @@ from zklocks._protocol.errors import (
     NoNodeError,
     SessionExpiredError,
 )
-from zklocks._protocol.records import SetData
+from zklocks._protocol.records import Delete, Multi, SetData, Stat
 
 log = logging.getLogger("zklocks.lock")
 

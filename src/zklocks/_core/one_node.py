@@ -39,18 +39,7 @@ from zklocks._core.acquire_steps import (
     retry_of,
     unexpected,
 )
-from zklocks._core.ops import (
-    TIMED_OUT,
-    Create,
-    Created,
-    Delete,
-    GetChildren,
-    GetData,
-    NodeData,
-    Op,
-    SessionId,
-    Stat,
-)
+from zklocks._core.ops import TIMED_OUT, Op, SessionId
 from zklocks._core.strategies import WaitFor
 from zklocks._errors import InvalidArgument
 from zklocks._protocol.errors import (
@@ -60,6 +49,7 @@ from zklocks._protocol.errors import (
     NoNodeError,
     SessionExpiredError,
 )
+from zklocks._protocol.records import Create, Created, Delete, GetChildren, GetData, NodeData, Stat
 
 
 def acquire(spec: AcquireSpec) -> Generator[Op, Any, Acquired | None]:

@@ -26,7 +26,7 @@ from collections.abc import Callable, Generator
 from typing import Any, NoReturn
 
 from zklocks._core.acquire_steps import access_denied
-from zklocks._core.ops import Exists, GetChildren, GetData, NodeData, Op, Pipeline, Request, Stat
+from zklocks._core.ops import Op, Pipeline, Request
 from zklocks._errors import ClientClosed, InvalidArgument, LockError, NoNode
 from zklocks._protocol import codec
 from zklocks._protocol.errors import (
@@ -36,6 +36,7 @@ from zklocks._protocol.errors import (
     NoNodeError,
     SessionExpiredError,
 )
+from zklocks._protocol.records import Exists, GetChildren, GetData, NodeData, Stat
 from zklocks._vocabulary import WatchedEvent, Watcher
 
 __all__ = [

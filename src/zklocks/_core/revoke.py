@@ -23,7 +23,7 @@ from typing import Any
 from zklocks._core import nodes as _nodes
 from zklocks._core.contenders import read_line
 from zklocks._core.flow import access_denied
-from zklocks._core.ops import GetData, Multi, NodeData, Op
+from zklocks._core.ops import Op
 from zklocks._errors import LockError
 from zklocks._protocol.errors import (
     BadVersionError,
@@ -32,7 +32,7 @@ from zklocks._protocol.errors import (
     NoNodeError,
     SessionExpiredError,
 )
-from zklocks._protocol.records import SetData
+from zklocks._protocol.records import GetData, Multi, NodeData, SetData
 
 CURATOR_MARKER = b"__REVOKE__"
 """What Curator's ``Revoker`` writes, and what its revocable holders listen for."""

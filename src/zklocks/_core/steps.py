@@ -24,20 +24,7 @@ from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
-from zklocks._core.ops import (
-    TIMED_OUT,
-    Create,
-    Exists,
-    GetChildren,
-    GetData,
-    NodeData,
-    Op,
-    Pipeline,
-    Reply,
-    Stat,
-    Wait,
-    Wake,
-)
+from zklocks._core.ops import TIMED_OUT, Op, Pipeline, Reply, Wait, Wake
 from zklocks._protocol.constants import Perm
 from zklocks._protocol.errors import (
     ClientClosedError,
@@ -46,7 +33,16 @@ from zklocks._protocol.errors import (
     SessionExpiredError,
     ZooKeeperError,
 )
-from zklocks._protocol.records import Id, WireACL
+from zklocks._protocol.records import (
+    Create,
+    Exists,
+    GetChildren,
+    GetData,
+    Id,
+    NodeData,
+    Stat,
+    WireACL,
+)
 from zklocks._vocabulary import WatchEvent, WatchKind
 
 __all__ = [

@@ -34,11 +34,12 @@ from zklocks._core.contenders import Contender, list_contenders
 from zklocks._core.deadline import Clock, Deadline
 from zklocks._core.layouts import ZKLOCKS
 from zklocks._core.lease import LeaseBase
-from zklocks._core.ops import GetChildren, Op, Pipeline
+from zklocks._core.ops import Op, Pipeline
 from zklocks._core.steps import await_children_change
 from zklocks._errors import ClientClosed, LeaseUnkeepable, LockError, NotHeld
 from zklocks._frontend.holdings import LockCore, owner_word
 from zklocks._frontend.multi import MultiLockCore
+from zklocks._protocol.records import GetChildren
 from zklocks._vocabulary import WatchEvent, WatchKind
 
 log = logging.getLogger("zklocks.lock")

@@ -18,7 +18,6 @@ from zklocks._core.events import ConnectionState
 from zklocks._core.flow import Acquired
 from zklocks._core.inspect import LockSummary
 from zklocks._core.lease import Lease
-from zklocks._core.ops import Stat
 from zklocks._core.reads import UserWatch
 from zklocks._core.security import ACL
 from zklocks._frontend import server_check as _server_check
@@ -27,6 +26,7 @@ from zklocks._frontend.holdings import LockConfig
 from zklocks._frontend.lockmaker import LockMaker, SessionFactory, show_concrete_types
 from zklocks._frontend.options import ConnectionSecurity
 from zklocks._frontend.server_check import MemberVersion
+from zklocks._protocol.records import Stat
 from zklocks._sync import driver
 from zklocks._sync.carrier import SyncCarrier
 from zklocks._sync.election import Election, MultiLock

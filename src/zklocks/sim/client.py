@@ -32,7 +32,6 @@ from zklocks._core.ops import (
     TIMED_OUT,
     Children,
     Cleanup,
-    NodeData,
     Op,
     Pipeline,
     Reply,
@@ -50,6 +49,7 @@ from zklocks._protocol.errors import (
     ConnectionLossError,
     SessionExpiredError,
 )
+from zklocks._protocol.records import NodeData
 from zklocks._vocabulary import SessionFacts, SessionState, Watcher, WatchEvent, WatchKind
 from zklocks.sim.actions import (
     CONNECTED,

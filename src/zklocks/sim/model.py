@@ -44,18 +44,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 
-from zklocks._core.ops import (
-    Create,
-    Created,
-    Delete,
-    Exists,
-    GetChildren,
-    GetData,
-    NodeData,
-    Reply,
-    Request,
-    Stat,
-)
+from zklocks._core.ops import Reply, Request
 from zklocks._protocol.errors import (
     BadArgumentsError,
     NoChildrenForEphemeralsError,
@@ -65,7 +54,20 @@ from zklocks._protocol.errors import (
     SessionExpiredError,
     ZooKeeperError,
 )
-from zklocks._protocol.records import Children, Multi, MultiResult, SetData
+from zklocks._protocol.records import (
+    Children,
+    Create,
+    Created,
+    Delete,
+    Exists,
+    GetChildren,
+    GetData,
+    Multi,
+    MultiResult,
+    NodeData,
+    SetData,
+    Stat,
+)
 from zklocks._vocabulary import Watcher, WatchEvent, WatchKind
 
 _HALF = 1 << 31

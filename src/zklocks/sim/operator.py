@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable, Generator
 from typing import Any, TypeAlias
 
-from zklocks._core.ops import Multi, Op, Pipeline, Reply, SessionId
+from zklocks._core.ops import Op, Pipeline, Reply, SessionId
 from zklocks._protocol.errors import BadVersionError, NoNodeError
-from zklocks._protocol.records import Check, Delete, SetData
+from zklocks._protocol.records import Check, Delete, Multi, SetData
 from zklocks.sim.model import Model
 
 RevokeFn: TypeAlias = Callable[[str], Generator[Op, Any, int]]

@@ -52,11 +52,12 @@ from zklocks._core import kinds as _kinds
 from zklocks._core import layouts as _layouts
 from zklocks._core import nodes as _nodes
 from zklocks._core import revoke as _revoke
-from zklocks._core.ops import TIMED_OUT, Create, Exists, GetData, Reply, Request, Stat, Wake
+from zklocks._core.ops import TIMED_OUT, Reply, Request, Wake
 from zklocks._core.steps import ancestors
 from zklocks._core.strategies import Decision, Rules
 from zklocks._frontend.operations import AcquireFn
 from zklocks._protocol.errors import ConnectionLossError, ZooKeeperError
+from zklocks._protocol.records import Create, Exists, GetData, Stat
 from zklocks.sim.actions import (
     AwaitConnection,
     AwaitWake,

@@ -28,16 +28,7 @@ from dataclasses import dataclass
 from typing import TypeVar, cast
 
 from zklocks._core.carrying import never_sent, watch_answer
-from zklocks._core.ops import (
-    Created,
-    Exists,
-    GetChildren,
-    GetData,
-    NodeData,
-    Reply,
-    Request,
-    Stat,
-)
+from zklocks._core.ops import Reply, Request
 from zklocks._core.threads import background_thread
 from zklocks._frontend.lockmaker import SessionFactory
 from zklocks._frontend.options import ClientOptions
@@ -47,6 +38,7 @@ from zklocks._protocol.errors import (
     SessionExpiredError,
     ZooKeeperError,
 )
+from zklocks._protocol.records import Created, Exists, GetChildren, GetData, NodeData, Stat
 from zklocks._vocabulary import (
     DEFAULT_SESSION_TIMEOUT,
     SessionFacts,

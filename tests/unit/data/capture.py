@@ -20,8 +20,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from zklocks._core import ops as _ops
 from zklocks._protocol import codec
+from zklocks._protocol import records as _records
 from zklocks._protocol.constants import AddWatchMode, OpCode, Xid
 from zklocks._protocol.records import (
     AddWatch,
@@ -128,33 +128,36 @@ def main() -> None:
 
         base = "/zkl-capture"
         call("create_persistent", Create(base, b"hello", ephemeral=False))
-        call("create_ephemeral_ops", _ops.Create(base + "/eph", b"e", ephemeral=True))
+        call("create_ephemeral_ops", _records.Create(base + "/eph", b"e", ephemeral=True))
         call(
             "create_ephemeral_sequential_ops",
-            _ops.Create(base + "/seq-", b"", ephemeral=True, sequential=True),
+            _records.Create(base + "/seq-", b"", ephemeral=True, sequential=True),
         )
         call(
             "create_persistent_sequential",
             Create(base + "/pseq-", b"", ephemeral=False, sequential=True),
         )
-        call("create_container_ops", _ops.Create("/zkl-container", ephemeral=False, container=True))
+        call(
+            "create_container_ops",
+            _records.Create("/zkl-container", ephemeral=False, container=True),
+        )
         call(
             "create_ttl",
             Create(base + "/ttl", b"t", ephemeral=False, ttl_ms=60000),
         )
         call("create_exists_error", Create(base, b"", ephemeral=False), error=-110)
-        call("create_no_parent_error", _ops.Create("/zkl-missing/child"), error=-101)
+        call("create_no_parent_error", _records.Create("/zkl-missing/child"), error=-101)
         call("exists_found_watch", Exists(base), watch=True)
-        call("exists_missing_watch_ops", _ops.Exists(base + "/later"), watch=True)
+        call("exists_missing_watch_ops", _records.Exists(base + "/later"), watch=True)
         call("get_data_watch", GetData(base), watch=True)
-        call("get_data_ops", _ops.GetData(base + "/eph"))
+        call("get_data_ops", _records.GetData(base + "/eph"))
         call("set_data", SetData(base, b"world", 0))
         call("set_data_bad_version", SetData(base, b"x", 7), error=-103)
-        call("get_children_ops_watch", _ops.GetChildren(base), watch=True)
+        call("get_children_ops_watch", _records.GetChildren(base), watch=True)
         call("get_children2", GetChildren(base, with_stat=True))
         call("sync", Sync(base))
         call("delete_not_empty", Delete(base), error=-111)
-        call("delete_ops_missing", _ops.Delete(base + "/nope"), error=-101)
+        call("delete_ops_missing", _records.Delete(base + "/nope"), error=-101)
 
         ping = a.ping("ping")
         wa.send(ping)
@@ -180,7 +183,7 @@ def main() -> None:
                     Create(base + "/m1", b"1", ephemeral=False),
                     SetData(base + "/m1", b"2", 0),
                     Check(base + "/m1", 1),
-                    _ops.Create(base + "/m2", ephemeral=False),
+                    _records.Create(base + "/m2", ephemeral=False),
                     Delete(base + "/m2"),
                 )
             ),
@@ -211,7 +214,7 @@ def main() -> None:
         # Resume A's session on a new connection and restore its watches: a fresh child
         # watch on the base node and the recursive watch. Change the children while A is
         # away, so the restored child watch fires at once.
-        call("get_children_watch_again", _ops.GetChildren(base), watch=True)
+        call("get_children_watch_again", _records.GetChildren(base), watch=True)
         wa.close()
         a.disconnect()
         frame = b.request(Delete(base + "/later"), "x")
