@@ -12,7 +12,9 @@ The conventions a page's author follows:
 - **Console blocks** (```` ```console ````): a line starting with ``$ `` is a command, run
   by bash in a scratch directory; the lines after it, up to the next ``$``, are its
   output (stdout and stderr together). A command that shows no output must exit 0. A
-  line ``...`` in an output stands for any number of lines; blank lines are not compared.
+  line ``...`` in an output stands for any number of lines, and a line that ends in `` ...``
+  for any end of that line (a server's own words that differ by its version); blank
+  lines are not compared.
 - **The address.** Examples say ``127.0.0.1:2181`` (what ``zklocks server`` serves on) and
   the shell's ``ZKLOCKS_HOSTS`` defaults to it. The test runs them against its own server:
   ``127.0.0.1:2181`` in a block, and ``ZKLOCKS_HOSTS``, become that server's address with
@@ -161,11 +163,14 @@ def normalise(line: str) -> str:
 
 
 def output_matches(expected: list[str], actual: list[str]) -> bool:
-    """Line by line after :func:`normalise`; a ``...`` line matches any run of lines."""
+    """Line by line after :func:`normalise`; a ``...`` line matches any run of lines, and
+    a line ending in `` ...`` any line that begins as it does."""
     pattern = []
     for line in expected:
         if line.strip() == ANY_LINES:
             pattern.append(r"(?:[^\n]*\n)*?")
+        elif line.rstrip().endswith(" " + ANY_LINES):
+            pattern.append(re.escape(normalise(line.rstrip()[: -len(ANY_LINES)])) + r"[^\n]*\n")
         else:
             pattern.append(re.escape(normalise(line)) + r"\n")
     text = "".join(normalise(line) + "\n" for line in actual)

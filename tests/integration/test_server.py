@@ -64,9 +64,15 @@ def test_picked_ports_are_outside_the_ephemeral_range() -> None:
 
 @contextmanager
 def kazoo(hosts: str, timeout: float = 10.0) -> Iterator[KazooClient]:
-    # Retry quickly, so a restarted server or a new leader is found at once.
-    retry = {"max_tries": -1, "delay": 0.05, "max_delay": 0.5, "deadline": 60}
-    client = KazooClient(hosts=hosts, timeout=timeout, connection_retry=retry, command_retry=retry)
+    # Retry quickly, so a restarted server or a new leader is found at once. Reconnecting
+    # has no deadline: kazoo stops reconnecting for good once its connection retry runs out,
+    # and one handshake accepted by a JVM still starting waits out a whole session timeout
+    # (it failed that way on a loaded machine: test_kill_then_restart_resumes).
+    reconnect = {"max_tries": -1, "delay": 0.05, "max_delay": 0.5}
+    retry = {**reconnect, "deadline": 60}
+    client = KazooClient(
+        hosts=hosts, timeout=timeout, connection_retry=reconnect, command_retry=retry
+    )
     client.start(timeout=15)
     try:
         yield client

@@ -51,7 +51,7 @@ def test_debian_releases_are_both_reported() -> None:
 
 def test_fixed_in_words() -> None:
     by_id = {issue.jira: issue for issue in KNOWN_ISSUES}
-    assert by_id["ZOOKEEPER-4785"].fixed_in() == "3.8.5, 3.9.2"
+    assert by_id["ZOOKEEPER-4785"].fixed_in() == "fixed in 3.8.5, 3.9.2"
     assert by_id["ZOOKEEPER-4837"].fixed_in() == "not fixed yet"
     assert by_id["ZOOKEEPER-4925"].fixed_in() == "only in 3.9.3; fixed in 3.9.4"
 
@@ -89,3 +89,13 @@ def test_parse_srvr() -> None:
     assert parse_srvr("") is None
     refused = "cons is not executed because it is not in the whitelist.\n"
     assert parse_srvr(refused) is None and not_allowed(refused)
+
+
+def test_the_warning_names_each_fix_in_words_that_read() -> None:
+    """The library's warning once read "ZOOKEEPER-4925 (fixed in only in 3.9.3; ...)"."""
+    from zklocks._frontend.server_check import MemberVersion, _say
+
+    member = MemberVersion("zk1:2181", "3.9.3", "follower", issues_for((3, 9, 3)))
+    assert "ZOOKEEPER-4925 (only in 3.9.3; fixed in 3.9.4)" in _say(member)
+    member = MemberVersion("zk1:2181", "3.8.0", "follower", issues_for((3, 8, 0)))
+    assert "ZOOKEEPER-4785 (fixed in 3.8.5, 3.9.2)" in _say(member)

@@ -70,8 +70,7 @@ def members(client: Client, hosts: str, make: Make) -> tuple[list[Line], list[st
         lines.append(Line(topic, OK, text))
         for issue in member.issues:
             status = FINDING if issue.severity == "loss" else NOTE
-            when = f"fixed in {issue.fixed_in()}" if issue.fixed and not issue.only else None
-            words = f"{issue.jira}: {issue.title} ({when or issue.fixed_in()}; {issue.url})"
+            words = f"{issue.jira}: {issue.title} ({issue.fixed_in()}; {issue.url})"
             fix = "upgrade ZooKeeper" if issue.severity == "loss" else None
             lines.append(Line(topic, status, words, fix))
     return lines, answered, leader

@@ -75,10 +75,10 @@ class KnownIssue:
         return version[:2] < fixes[0][:2]
 
     def fixed_in(self) -> str:
-        """In words, for people: "3.8.5, 3.9.2", "not fixed yet"."""
-        if self.only:
-            return "only in " + ", ".join(self.only) + "; fixed in " + ", ".join(self.fixed)
-        return ", ".join(self.fixed) if self.fixed else "not fixed yet"
+        """In words, for people, a phrase of its own: "fixed in 3.8.5, 3.9.2", "only in
+        3.9.3; fixed in 3.9.4", "not fixed yet"."""
+        fixed = "fixed in " + ", ".join(self.fixed) if self.fixed else "not fixed yet"
+        return "only in " + ", ".join(self.only) + "; " + fixed if self.only else fixed
 
 
 KNOWN_ISSUES: tuple[KnownIssue, ...] = (

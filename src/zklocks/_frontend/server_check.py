@@ -138,7 +138,7 @@ def check(hosts: str, ssl: _ssl.SSLContext | None, strict: bool) -> list[MemberV
 
 
 def _say(member: MemberVersion) -> str:
-    ids = ", ".join(f"{issue.jira} (fixed in {issue.fixed_in()})" for issue in member.losses)
+    ids = ", ".join(f"{issue.jira} ({issue.fixed_in()})" for issue in member.losses)
     return (
         f"ZooKeeper {member.version} at {member.member} has known transaction-loss bugs "
         f"that can break a lock's guarantees: {ids}; upgrade it (see docs/operations.md, "
