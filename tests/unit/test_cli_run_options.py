@@ -8,7 +8,7 @@ import pytest
 
 from zklocks._cli.elect import elect
 from zklocks._cli.run import run
-from zklocks._cli.run_options import command_to_run
+from zklocks._cli.run_options import command_line
 
 SHARED = (
     "shell_command",
@@ -22,14 +22,14 @@ SHARED = (
 
 
 def test_command_to_run_is_the_command_or_sh_c() -> None:
-    assert command_to_run(("make", "report"), None) == ("make", "report")
-    assert command_to_run((), "echo $ZKLOCKS_TOKEN") == ("sh", "-c", "echo $ZKLOCKS_TOKEN")
-    assert command_to_run((), None) == ()
+    assert command_line(("make", "report"), None) == ("make", "report")
+    assert command_line((), "echo $ZKLOCKS_TOKEN") == ("sh", "-c", "echo $ZKLOCKS_TOKEN")
+    assert command_line((), None) == ()
 
 
 def test_command_to_run_refuses_both() -> None:
     with pytest.raises(click.UsageError, match="not both"):
-        command_to_run(("true",), "true")
+        command_line(("true",), "true")
 
 
 @pytest.mark.parametrize("name", SHARED)

@@ -14,10 +14,10 @@ so the demo orders its story by events, never by sleeping::
 
 and, unasked: {"event": "ready"} once connected; {"event": "watching", "nodes"} once its
 deletion watches are set and it sleeps; {"event": "woke", "node"} each time a watched
-node's deletion wakes it. Wake-ups are counted by the session this process's client
-runs on, passed in as its ``session_factory``: it sees every watch the lock flows set
-and every event those watches fire, and a ZooKeeper deletion watch firing while the
-acquire flow waits is exactly one wake-up.
+node's deletion wakes it. Wake-ups are counted by the carrier this process's client
+runs on (``_sync/watch_tap.py``), passed in as its ``session_factory``: it sees every
+watch the lock flows set and every event those watches fire, and a ZooKeeper deletion
+watch firing while the acquire flow waits is exactly one wake-up.
 """
 
 from __future__ import annotations
@@ -34,11 +34,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from zklocks import Client, Lease, Lock
-from zklocks._core.ops import Reply, Request, Wake
 from zklocks._errors import LockError
-from zklocks._protocol.errors import ZooKeeperError
-from zklocks._sync.native_carrier import NativeSyncCarrier
-from zklocks._vocabulary import DEFAULT_SESSION_TIMEOUT, Watcher, WatchEvent, WatchKind
+from zklocks._sync.watch_tap import tapped_carrier
+from zklocks._vocabulary import DEFAULT_SESSION_TIMEOUT
 from zklocks.fencing import FencedStore, StaleToken
 
 _print_lock = threading.Lock()
@@ -51,34 +49,15 @@ def report(event: str, **fields: Any) -> None:
         sys.stdout.flush()
 
 
-class _CountingSession(NativeSyncCarrier):
-    """Our session, reporting the deletion watches that a waiting flow sets and that fire."""
-
-    def call(
-        self, requests: Sequence[Request], deadline: float | None, watcher: Watcher | None = None
-    ) -> list[Reply]:
-        if watcher is None:
-            return super().call(requests, deadline)
-        inner = watcher
-
-        def counting(event: WatchEvent) -> None:
-            global _wakeups
-            if event.kind is WatchKind.DELETED:
-                with _print_lock:
-                    _wakeups += 1
-                report("woke", node=event.path)
-            inner(event)
-
-        replies = super().call(requests, deadline, counting)
-        if replies and all(_present(reply) for reply in replies):
-            # every watched node still exists: our watches are set, we sleep now
-            report("watching", nodes=[request.path for request in requests])
-        return replies
+def _woken(node: str) -> None:
+    global _wakeups
+    with _print_lock:
+        _wakeups += 1
+    report("woke", node=node)
 
 
-def _present(reply: Reply) -> bool:
-    """Did this watch-setting request find its node (so its watch is now set)?"""
-    return reply is not None and not isinstance(reply, ZooKeeperError | Wake)
+def _watching(nodes: list[str]) -> None:
+    report("watching", nodes=nodes)
 
 
 def _die_with_parent() -> None:
@@ -104,7 +83,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the demo's to handle
     store = FencedStore(args.store) if args.store else None
     client = Client(
-        args.hosts, session_timeout=args.session_timeout, session_factory=_CountingSession
+        args.hosts,
+        session_timeout=args.session_timeout,
+        session_factory=tapped_carrier(watching=_watching, woken=_woken),
     )
     with client:
         if args.kind == "lock":

@@ -40,7 +40,7 @@ from zklocks._cli.common import (
 from zklocks._cli.options import TEXT
 from zklocks._cli.run import RunOptions, _describe, execute, exit_unless_runnable
 from zklocks._cli.run_options import (
-    command_to_run,
+    command_line,
     identifier_option,
     kill_after_option,
     lock_delay_option,
@@ -116,7 +116,7 @@ def elect(
     command runs (ZooKeeper expired our session), the command is stopped: SIGTERM, then
     SIGKILL after --kill-after.
     """
-    command = command_to_run(command, shell_command)
+    command = command_line(command, shell_command)
     if not command:
         raise click.UsageError(
             f"missing the command to run after '--' (or -c TEXT), e.g.\n"

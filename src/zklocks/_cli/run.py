@@ -74,7 +74,7 @@ from zklocks._cli.common import (
 from zklocks._cli.hold import hold
 from zklocks._cli.options import TEXT, Seconds
 from zklocks._cli.run_options import (
-    command_to_run,
+    command_line,
     identifier_option,
     kill_after_option,
     lock_delay_option,
@@ -159,7 +159,7 @@ class RunOptions:
 def exit_unless_runnable(command: tuple[str, ...]) -> None:
     """Exit 127/126 now when ``command`` cannot be run: found out before queueing, not
     after waiting for the lock (or to be elected)."""
-    missing = _cannot_run(command[0])
+    missing = _cannot_start(command[0])
     if missing is not None:
         note(f"cannot run {clean(command[0])!r}: {missing[1]}")
         sys.exit(missing[0])
@@ -259,7 +259,7 @@ def run(
     then SIGKILL after --kill-after. With no COMMAND (and no -c), holds the lock,
     prints its token and node, and releases it on Ctrl-C (exit 0).
     """
-    command = command_to_run(command, shell_command)
+    command = command_line(command, shell_command)
     if read and write:
         raise click.UsageError("--read and --write exclude each other: pick one side")
     mode = READ.name if read else WRITE.name if write else None
@@ -298,7 +298,7 @@ def run(
     sys.exit(execute(options))
 
 
-def _cannot_run(program: str) -> tuple[int, str] | None:
+def _cannot_start(program: str) -> tuple[int, str] | None:
     """(exit status, why) when ``program`` cannot be run, as a shell would find it."""
     if os.sep in program:
         if not os.path.exists(program):

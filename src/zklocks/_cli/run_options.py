@@ -17,7 +17,7 @@ from zklocks._cli.options import Identifier, Seconds
 
 
 def shell_command_option(help_text: str) -> Callable[[F], F]:
-    """``-c TEXT``: a line for ``sh -c`` instead of COMMAND (see ``command_to_run``)."""
+    """``-c TEXT``: a line for ``sh -c`` instead of COMMAND (see ``command_line``)."""
     return click.option(
         "-c",
         "--command",
@@ -71,7 +71,7 @@ lock_delay_option = click.option(
 )
 
 
-def command_to_run(command: tuple[str, ...], shell_command: str | None) -> tuple[str, ...]:
+def command_line(command: tuple[str, ...], shell_command: str | None) -> tuple[str, ...]:
     """COMMAND as given after ``--``, or ``sh -c TEXT`` for ``-c TEXT``; both at once is a
     usage error."""
     if shell_command is None:

@@ -62,7 +62,7 @@ class Waiting:
             self._callbacks.append(fn)
             last = self._last
         if last > 0:
-            _run(fn, lease, last)
+            _call_back(fn, lease, last)
         self._start_if_due()
 
     def _start_if_due(self) -> None:
@@ -90,7 +90,7 @@ class Waiting:
             self._last = waiting
             callbacks = list(self._callbacks) if rose else []
         for fn in callbacks:
-            _run(fn, lease, waiting)
+            _call_back(fn, lease, waiting)
 
     def stop(self) -> None:
         """The lease ended or was lost: no more reads, no more calls."""
@@ -103,7 +103,7 @@ class Waiting:
         return self._stopped
 
 
-def _run(fn: WaitingCallback, lease: object, waiting: int) -> None:
+def _call_back(fn: WaitingCallback, lease: object, waiting: int) -> None:
     try:
         fn(lease, waiting)
     except Exception:
