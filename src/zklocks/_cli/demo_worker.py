@@ -33,8 +33,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from zklocks import Client, Lease, Lock
-from zklocks._errors import LockError
+from zklocks import Client, Lease, Lock, LockError
 from zklocks._sync.watch_tap import tapped_carrier
 from zklocks._vocabulary import DEFAULT_SESSION_TIMEOUT
 from zklocks.fencing import FencedStore, StaleToken
