@@ -108,7 +108,8 @@ test-subset: $(STAMP)-dev
 # debootstrap chroot of its own (scripts/fresh-test.sh, DIST=trixie; the base system is
 # downloaded once into TRIXIE_DIR and kept) on a clean clone. Not the whole suite: the
 # unit tests, the lock contract, the interop peers, and the integration files closest to
-# the server and the interpreter (wire, TLS, transactions, locks, elections). Needs root.
+# the server and the interpreter (wire, TLS, transactions, locks, elections, the carriers,
+# lock-delay's release multi, the docs' samples of server output). Needs root.
 TRIXIE_DIR ?= /var/tmp/zklocks-ci-trixie
 # tests/contract last: its modules import from its conftest.py, and pytest loads the
 # conftest.py of every path given before it imports a test module (the last one wins).
@@ -117,7 +118,8 @@ TRIXIE_DIR ?= /var/tmp/zklocks-ci-trixie
 TRIXIE_TESTS ?= tests/unit --ignore=tests/unit/test_contrib_monitoring.py tests/peers \
 	$(addprefix tests/integration/test_,$(addsuffix .py,connection connection_tls \
 	transactions lock_family election election_async ensemble_tls cli_security \
-	hostile_input api_polish deadlines)) tests/contract
+	hostile_input api_polish deadlines carrier_contract lock_delay)) docs/cli.md \
+	tests/contract
 test-trixie:
 	DIST=trixie FRESH_DIR=$(TRIXIE_DIR) \
 		FRESH_RUN='make test-subset TESTS="$(TRIXIE_TESTS)"' scripts/fresh-test.sh
