@@ -126,6 +126,12 @@ class InvalidArgument(LockError, ValueError):
     """An argument was rejected before anything was sent to ZooKeeper."""
 
 
+class TickTimeBelowServers(InvalidArgument):
+    """``tick_time=`` is below the tickTime the servers' session bounds prove: the lease
+    rule would count too short a session, so no lease is kept on it (the command line
+    exits 78 for it, not 2: the configuration, not the usage, is wrong)."""
+
+
 class InvalidPath(InvalidArgument):
     """The lock path is not an absolute, normalised ZooKeeper path we may use."""
 

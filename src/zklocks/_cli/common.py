@@ -23,6 +23,7 @@ from zklocks._core.kinds import ELECT, LOCK, PERMIT, READ, WRITE, words_for
 from zklocks._core.security import perm_letters, show_id
 from zklocks._core.validate import hosts as hosts_string
 from zklocks._core.validate import lock_path
+from zklocks._errors import TickTimeBelowServers
 from zklocks._frontend.options import DEFAULT_HOSTS, DEFAULT_SESSION_TIMEOUT
 from zklocks._frontend.server_check import UnsafeServer
 
@@ -256,7 +257,7 @@ def connect(
             )
         fail(unreachable_message(hosts, connect_timeout, reasons), EX_UNAVAILABLE)
     except InvalidArgument as error:  # e.g. a chroot that does not exist on the server
-        if tick_time is not None and str(error).startswith("tick_time="):
+        if isinstance(error, TickTimeBelowServers):
             # the servers' session bounds contradict --tick-time: no lease would be safe
             fail(f"--tick-time {tick_time:g}: {error}", EX_CONFIG)
         fail(f"--hosts {hosts}: {error}", EX_USAGE)

@@ -17,7 +17,7 @@ import ssl as _ssl
 import time
 from dataclasses import dataclass
 
-from zklocks._errors import InvalidArgument
+from zklocks._errors import TickTimeBelowServers
 from zklocks._transport import lease_rule as _lease_rule
 from zklocks._transport.server_conf import learn_timing
 from zklocks._transport.session_bounds import (
@@ -61,7 +61,7 @@ def _choose(
         return proven
     if bounds.agree and given.tick < bounds.tick_bound - _SAME_TICK:
         if given.source == _lease_rule.OPTION:
-            raise InvalidArgument(
+            raise TickTimeBelowServers(
                 f"tick_time={given.tick:g} s is below the servers' tickTime, "
                 f"{bounds.tick_bound:g} s by their {bounds.describe()} (ZooKeeper's defaults "
                 "are 2 and 20 ticks); under a tickTime set too low the lease rule is unsafe: "
