@@ -73,6 +73,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.plant == "unguarded" and args.workload != "guarded-set":
         print("nemesis: --plant unguarded needs --workload guarded-set", file=sys.stderr)
         return EXIT_ERROR
+    if args.plant == "no-lock-delay" and args.lock_delay is None:
+        print("nemesis: --plant no-lock-delay needs --lock-delay", file=sys.stderr)
+        return EXIT_ERROR
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(10**6)
     return run(
         Options(

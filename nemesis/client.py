@@ -149,7 +149,8 @@ class Worker:
 
     def _locks(self, client: zklocks.Client) -> dict[str, zklocks.Lock]:
         spec = self.spec
-        delay: dict[str, Any] = {} if spec.lock_delay is None else {"lock_delay": spec.lock_delay}
+        ignored = spec.lock_delay is None or spec.plant == "no-lock-delay"
+        delay: dict[str, Any] = {} if ignored else {"lock_delay": spec.lock_delay}
         if spec.workload == "rwlock":
             rw = client.read_write_lock(spec.path, **delay)
             return {"read": rw.read, "write": rw.write}
