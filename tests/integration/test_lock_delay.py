@@ -341,3 +341,36 @@ def test_cli_elect_lock_delay_waits_after_an_abnormal_end_of_term_and_not_after_
     else:
         assert started_at >= lost_at + DELAY, started_at - lost_at
         assert started_at <= lost_at + DELAY + 5.0, started_at - lost_at
+
+
+def test_a_waiter_giving_up_during_the_delay_starts_a_new_one_for_the_next(
+    clients: tuple[zklocks.Client, zklocks.Client], zk_server: ZooKeeperServer, kazoo: Any
+) -> None:
+    """docs/locks.md's limit: the next waiter did not list between the loss and the first
+    waiter's give-up (it watched only that waiter), so it counts the loss from its own
+    listing, after the give-up: its grant comes a whole delay after that. The first
+    waiter's timeout runs out while it waits out the delay (``long`` is the longer)."""
+    long = 3.0
+    holder, first = clients
+    path = unique("give-up")
+    holder.lock(path).acquire(timeout=5)
+    with zklocks.Client(zk_server.hosts) as second:
+        gave_up: list[float] = []
+
+        def give_up() -> None:
+            with pytest.raises(zklocks.LockTimeout):
+                first.lock(path, lock_delay=long).acquire(timeout=1.5)
+            gave_up.append(time.monotonic())
+
+        giving_up = threading.Thread(target=give_up, daemon=True)
+        giving_up.start()
+        _wait_queued(first, path, 2)
+        thread, got = _granted_in_thread(second.lock(path, lock_delay=long))
+        _wait_queued(first, path, 3)
+        lost_at = time.monotonic()
+        expire_session(holder, zk_server.hosts)
+        giving_up.join(20)
+        thread.join(20)
+    assert gave_up and lost_at < gave_up[0] < lost_at + long, gave_up[0] - lost_at
+    granted_at = got[0][1]
+    assert granted_at >= gave_up[0] + long, (granted_at - lost_at, gave_up[0] - lost_at)
