@@ -136,17 +136,20 @@ soak: $(STAMP)-dev
 # e.g. make nemesis NEMESIS_WORKLOAD=rwlock NEMESIS_MINUTES=60 NEMESIS_TIMING=tight
 # guarded-set starts its own PostgreSQL and redis-server (installed by `make test`); its
 # control, on the same seed: python -m nemesis run ... --seed N --plant unguarded
+# NEMESIS_LOCK_DELAY=SECONDS: every lock has that lock_delay, and the checker judges it
 NEMESIS_MINUTES ?= 20
 NEMESIS_MEMBERS ?= 5
 NEMESIS_WORKLOAD ?= guarded-set
 NEMESIS_TIMING ?= sample
 NEMESIS_OUT ?= nemesis/results
 NEMESIS_SEED ?=
+NEMESIS_LOCK_DELAY ?=
 
 nemesis: $(STAMP)-dev $(STAMP)-bench
 	$(BIN)/python -m nemesis run --minutes $(NEMESIS_MINUTES) --members $(NEMESIS_MEMBERS) \
 		--workload $(NEMESIS_WORKLOAD) --timing $(NEMESIS_TIMING) --out $(NEMESIS_OUT) \
-		$(if $(NEMESIS_SEED),--seed $(NEMESIS_SEED))
+		$(if $(NEMESIS_SEED),--seed $(NEMESIS_SEED)) \
+		$(if $(NEMESIS_LOCK_DELAY),--lock-delay $(NEMESIS_LOCK_DELAY))
 
 # The sdist and the wheel (python -m build, in an isolated build environment with
 # hatchling from the package index) into dist/, which git ignores.

@@ -23,7 +23,11 @@ Theory of operation, in the manner of Jepsen's lock tests:
   when their lease may have ended), fencing tokens only grow, and the guarded set
   (one set in ZooKeeper, PostgreSQL and Redis, each added to by read-modify-writes
   under the lock, guarded by the lease's transaction or the store's fence) lost no
-  element, duplicated none and took none from a stale holder.
+  element, duplicated none and took none from a stale holder. With ``--lock-delay D``
+  every lock has ``lock_delay=D`` and the checker also judges the lock-delay rule: a
+  contender queued (its first listing back) before a holder's session expired is not
+  granted within D of that holder's last "held" (mutex workloads; the client records
+  ``queued`` from the library's log and ``session-lost`` from its state listener).
 * **The report** (``report.py``): ``report.md``, ``timeline.png`` (holders per lock and
   the faults), the smallest failing window (``window.png``) and ``summary.json``.
 

@@ -27,6 +27,13 @@ def _minutes(text: str) -> float:
     return value
 
 
+def _lock_delay(text: str) -> float:
+    value = float(text)
+    if not 0 < value <= 60:
+        raise argparse.ArgumentTypeError(f"a lock-delay is above 0 and at most 60 s: {text}")
+    return value
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m nemesis", description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -40,6 +47,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     r.add_argument("--plant", choices=plants.PLANTS, help="plant a bug the run must catch")
     r.add_argument("--clients", type=int, help="client processes (default 6)")
     r.add_argument("--permits", type=int, default=2, help="the semaphore's permits")
+    r.add_argument(
+        "--lock-delay",
+        type=_lock_delay,
+        metavar="SECONDS",
+        help="every lock's lock_delay; the checker then judges the lock-delay rule",
+    )
     r.add_argument(
         "--stop-on-violation",
         action="store_true",
@@ -60,6 +73,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.plant == "unguarded" and args.workload != "guarded-set":
         print("nemesis: --plant unguarded needs --workload guarded-set", file=sys.stderr)
         return EXIT_ERROR
+    if args.plant == "no-lock-delay" and args.lock_delay is None:
+        print("nemesis: --plant no-lock-delay needs --lock-delay", file=sys.stderr)
+        return EXIT_ERROR
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(10**6)
     return run(
         Options(
@@ -73,6 +89,7 @@ def main(argv: list[str] | None = None) -> int:
             clients=args.clients,
             permits=args.permits,
             stop_on_violation=args.stop_on_violation,
+            lock_delay=args.lock_delay,
         )
     )
 

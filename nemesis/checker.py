@@ -48,6 +48,25 @@ carried, or whose write the store refused (``stale``/``conflict``: nothing appli
 write with no answer or an unknown outcome may or may not have landed: it is never
 counted lost.
 
+**lock-delay** (runs with ``--lock-delay D``, the mutex workloads): after a holder's
+node went *abnormally*, a contender that was already queued behind it is granted no
+earlier than ``D`` after that. The library's promise (docs/locks.md, "Lock-delay") is
+narrower than "no grant within D of a loss": a newcomer whose own first listing came
+after the loss is not delayed, by design, so the rule is applied only where the
+history proves each premise. X's loss is abnormal when X's client heard its session
+expire (``session-lost``) after X's ok and before X's release was invoked: the server
+deleted X's node, X did not. That deletion came after X's last held (the lease's own
+promise, the bound the exclusion check uses). Y was queued behind X when Y's token is
+above X's and Y recorded ``queued`` (its acquire's first listing had come back, the
+count's baseline) no later than X's last held: Y listed before the loss, saw it in a
+later listing, and owes the delay from then (unless its own session expired while it
+waited: the acquire then starts over with a new node, whose first listing is not the
+one recorded, so such a Y is not judged). So a Y granted after X's last held with
+``Y.ok < X.last held + D`` broke the rule; the true loss and Y's sight of it were both
+later, so the bound can miss a violation, never invent one. Read/write and semaphore
+runs are not judged: a holder beside us released cleanly can make up for a loss
+(a documented limit of the count), which the history cannot rule out.
+
 The smallest failing window is the shortest span of the history that holds a
 violation's evidence: from the earliest record it uses to the latest.
 """
@@ -136,6 +155,7 @@ def check(history: History, model: Model) -> Verdict:
         *check_token_order(history.holds, model, t0),
         *check_fencing(history.writes, t0, history.finals),
         *check_set(history.writes, history.finals, t0),
+        *check_lock_delay(history, model),
     ):
         verdict.add(violation)
     return verdict
@@ -389,6 +409,70 @@ def check_set(
                     writes=(w,) if w is not None else (),
                     start=at,
                     end=(w.end or at) if w is not None else at,
+                )
+            )
+    return found
+
+
+# ------------------------------------------------------------------ lock-delay
+
+
+def abnormal_losses(history: History) -> list[Hold]:
+    """Holds whose node the server deleted: the client heard its session expire after the
+    grant and before the release was invoked."""
+    lost: list[Hold] = []
+    for x in history.holds:
+        if x.ok is None or x.last_held is None:
+            continue
+        before = x.release_invoke if x.release_invoke is not None else float("inf")
+        if any(x.ok < e < before for e in history.session_losses.get(x.client, ())):
+            lost.append(x)
+    return lost
+
+
+def lock_delay_cases(history: History, model: Model) -> list[tuple[Hold, Hold]]:
+    """Every (X lost abnormally, Y queued behind it before the loss, granted after) pair
+    the rule applies to; none unless the run had a lock-delay and a mutex model."""
+    delay = history.params.get("lock_delay")
+    if not delay or model.name != "mutex":
+        return []
+    granted = [
+        h
+        for h in history.holds
+        if h.ok is not None
+        and h.queued is not None
+        and not any(
+            (h.queued or 0.0) <= e <= (h.ok or 0.0)
+            for e in history.session_losses.get(h.client, ())
+        )
+    ]
+    return [
+        (x, y)
+        for x in abnormal_losses(history)
+        for y in granted
+        if y.client != x.client
+        and (y.token or 0) > (x.token or 0)
+        and (y.queued or 0.0) <= (x.last_held or 0.0) < (y.ok or 0.0)
+    ]
+
+
+def check_lock_delay(history: History, model: Model) -> list[Violation]:
+    delay = float(history.params.get("lock_delay") or 0.0)
+    t0 = history.t0
+    found: list[Violation] = []
+    for x, y in lock_delay_cases(history, model):
+        assert x.last_held is not None and y.ok is not None and y.queued is not None
+        if y.ok < x.last_held + delay:
+            found.append(
+                Violation(
+                    "lock-delay",
+                    f"{y.label} (token {y.token}), queued at {_rel(t0, y.queued)}, was "
+                    f"granted at {_rel(t0, y.ok)}, {y.ok - x.last_held:.3f} s after "
+                    f"{x.label} (token {x.token}) last said held and then lost its "
+                    f"session: the lock-delay is {delay:g} s",
+                    holds=(x, y),
+                    start=min(y.queued, x.ok or y.queued),
+                    end=y.ok,
                 )
             )
     return found

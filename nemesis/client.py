@@ -11,6 +11,10 @@ of the hold loop is: look at the lease, then add one element to the set kept in 
 store (``register.py``: ZooKeeper, PostgreSQL, Redis) by a read-modify-write: read every
 store's set, work a while, write each back with the element, without looking at the
 lease again (the gap fencing is for); guarded, unless the plant is ``unguarded``.
+With a ``lock_delay`` every lock has it; the process then records ``queued`` (its
+acquire's first listing had come back) and ``session-lost`` (its session expired), and
+after a lost lease releases only once the expiry is heard (or three session timeouts
+passed): what the checker's lock-delay rule needs to prove a loss abnormal.
 
 Every event goes to stdout as one JSON line (``nemesis.history``). The process stops
 on a ``stop`` line or EOF on stdin, on SIGTERM, when its ``lifetime`` is over, or when
@@ -62,6 +66,7 @@ class Spec:
     plant: str | None = None
     stores: dict[str, Any] | None = None  # guarded-set: where the set lives (a Where)
     long_share: float = 0.4  # share of holds a few session timeouts long
+    lock_delay: float | None = None  # every lock's lock_delay (--lock-delay)
 
 
 class Emitter:
@@ -95,6 +100,8 @@ class Worker:
         self.client: zklocks.Client | None = None
         self.stores: list[Store] = []
         self._writes = 0
+        self.acquiring: int | None = None  # the acquisition whose acquire runs now
+        self.expired = threading.Event()  # the session expired since the last grant
 
     # -- the client ---------------------------------------------------------------------
 
@@ -128,18 +135,28 @@ class Worker:
                 session_timeout=client.session_timeout,
                 tick_time=options.get("tick_time"),
                 plant=self.spec.plant,
+                lock_delay=self.spec.lock_delay,
             )
+            client.add_listener(self._heard)
             return client
         return None
 
+    def _heard(self, state: zklocks.ConnectionState) -> None:
+        """The session expired: the checker's proof that a hold's node went abnormally."""
+        if state is zklocks.ConnectionState.LOST:
+            self.emit("session-lost")
+            self.expired.set()
+
     def _locks(self, client: zklocks.Client) -> dict[str, zklocks.Lock]:
         spec = self.spec
+        ignored = spec.lock_delay is None or spec.plant == "no-lock-delay"
+        delay: dict[str, Any] = {} if ignored else {"lock_delay": spec.lock_delay}
         if spec.workload == "rwlock":
-            rw = client.read_write_lock(spec.path)
+            rw = client.read_write_lock(spec.path, **delay)
             return {"read": rw.read, "write": rw.write}
         if spec.workload == "semaphore":
-            return {"permit": client.semaphore(spec.path, permits=spec.permits)}
-        return {"lock": client.lock(spec.path)}
+            return {"permit": client.semaphore(spec.path, permits=spec.permits, **delay)}
+        return {"lock": client.lock(spec.path, **delay)}
 
     # -- the loop -----------------------------------------------------------------------
 
@@ -183,13 +200,17 @@ class Worker:
         planned = self._planned_hold()
         asked = time.monotonic()
         self.emit("invoke", asked, op="acquire", n=n, kind=kind, hold=planned)
+        self.acquiring = n
         try:
             lease = lock.acquire(timeout=self.spec.acquire_timeout)
         except Exception as exc:
+            self.acquiring = None
             self.emit("fail", op="acquire", n=n, error=f"{type(exc).__name__}: {exc}")
             self.stop.wait(self.rng.uniform(0.0, 0.05) * self.spec.session_timeout)
             return
         granted = time.monotonic()
+        self.acquiring = None
+        self.expired.clear()
         early = self.spec.plant == "early-grant"
         # the early-grant plant: report the grant, and the lease held, from the ask
         self.emit("ok", asked if early else granted, op="acquire", n=n, **_lease_fields(lease))
@@ -201,6 +222,8 @@ class Worker:
 
         lease.add_lost_callback(told)
         self.hold(n, lease, granted + planned)
+        if lease.lost and self.spec.lock_delay is not None:
+            self._await_expiry()
         self.emit("invoke", op="release", n=n)
         try:
             lock.release()
@@ -209,6 +232,16 @@ class Worker:
         else:
             self.emit("ok", op="release", n=n)
         self.stop.wait(self.rng.uniform(0.0, 0.05) * self.spec.session_timeout)
+
+    def _await_expiry(self) -> None:
+        """A lost lease: release only once the session's expiry is heard (or a while has
+        passed). The checker's proof that the node went abnormally, not by our release,
+        is an expiry heard *before* the release was invoked (``checker.py``, lock-delay).
+        """
+        deadline = time.monotonic() + 3 * self.spec.session_timeout
+        while not self.stop.is_set() and time.monotonic() < deadline:
+            if self.expired.wait(min(0.1, max(deadline - time.monotonic(), 0.0))):
+                return
 
     def hold(self, n: int, lease: zklocks.Lease, until: float) -> None:
         """Look at the lease until the planned end, a loss, or the run's end."""
@@ -281,6 +314,39 @@ class Worker:
             self.stop.wait(every)
 
 
+class QueuedRecorder(logging.Handler):
+    """Records ``queued`` when the library logs that our acquire waits.
+
+    ``zklocks.lock`` logs ``<path>: <kind> queued at position N`` (INFO) when the acquire
+    first waits, after the reply of the listing that came with our node's create: the
+    listing a lock-delay's count starts from (docs/locks.md, "Lock-delay"). The time read
+    here is after that reply: a sound "it had listed by then" for the checker. Records
+    of WARNING and above go on to the root logger's handlers (the client's log).
+    """
+
+    QUEUED = "%s: %s queued at position %d"
+
+    def __init__(self, worker: Worker) -> None:
+        super().__init__(logging.INFO)
+        self._worker = worker
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.levelno >= logging.WARNING:
+            logging.getLogger().handle(record)
+            return
+        n = self._worker.acquiring
+        args = record.args if isinstance(record.args, tuple) else ()
+        if record.msg == self.QUEUED and args[:1] == (self._worker.spec.path,) and n is not None:
+            self._worker.emit("queued", n=n)
+
+
+def _record_queued(worker: Worker) -> None:
+    lock_log = logging.getLogger("zklocks.lock")
+    lock_log.setLevel(logging.INFO)
+    lock_log.propagate = False  # the INFO records are ours; the rest goes on by hand
+    lock_log.addHandler(QueuedRecorder(worker))
+
+
 def _lease_fields(lease: zklocks.Lease) -> dict[str, Any]:
     return {"token": lease.token, "node": lease.node, "owner": lease.owner}
 
@@ -317,6 +383,8 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     threading.Thread(target=_watch_stdin, args=(stop,), daemon=True).start()
     worker = Worker(spec, emit, stop)
+    if spec.lock_delay is not None:
+        _record_queued(worker)
     ended = threading.Event()
 
     def work() -> None:

@@ -6,6 +6,9 @@ process). A client's events, with ``n`` numbering its acquisitions:
 
     invoke/ok/fail  op=acquire  kind (lock, read, write, permit), hold (planned seconds);
                                 ok: token, node; fail: error
+    queued          the acquire's own first listing had come back and it waited (t read
+                    after: ``--lock-delay`` runs; from the library's ``queued at position``
+                    log record, so the listing's reply is the lock-delay count's baseline)
     held            the lease said held at t (``t`` read *before* ``lease.lost`` said False)
     lost            the first look at ``lease.lost`` that said True (t read before), reason
     told            the lost-callback ran at t, reason
@@ -13,6 +16,8 @@ process). A client's events, with ``n`` numbering its acquisitions:
     invoke/ok/fail  op=write    w (the turn's number), store (zk, pg, redis); invoke:
                                 token, element; fail: error (``stale: ...`` or
                                 ``conflict: ...``: refused; ``unknown: ...``: no answer)
+    session-lost    the client's listener heard ``ConnectionState.LOST`` at t: the session
+                    it had expired (its nodes are gone, deleted by the server)
     client-start, client-error, client-stop
 
 The nemesis's: ``fault`` (id, kind, target ``m<myid>`` or ``c<client>``, detail) and
@@ -48,6 +53,7 @@ class Hold:
     error: str | None = None
     token: int | None = None
     node: str | None = None
+    queued: float | None = None  # its first listing had come back, and it waited
     first_held: float | None = None
     last_held: float | None = None
     lost: float | None = None
@@ -121,6 +127,7 @@ class History:
     writes: list[Write] = field(default_factory=list)
     faults: list[Fault] = field(default_factory=list)
     clients: dict[int, Event] = field(default_factory=dict)
+    session_losses: dict[int, list[float]] = field(default_factory=dict)  # client: times
     notes: list[tuple[float, str]] = field(default_factory=list)
     errors: list[tuple[float, str]] = field(default_factory=list)
     finals: dict[str, list[str]] = field(default_factory=dict)  # store: its set at the end
@@ -202,6 +209,9 @@ def _client_event(
     if ev == "client-start":
         history.clients[c] = e
         return
+    if ev == "session-lost":
+        history.session_losses.setdefault(c, []).append(t)
+        return
     if ev == "client-error":
         history.errors.append((t, f"c{c}: {e.get('error')}"))
         return
@@ -236,6 +246,8 @@ def _client_event(
         elif (c, w, store) in writes:
             write = writes[c, w, store]
             write.end, write.accepted, write.error = t, ev == "ok", e.get("error")
+    elif ev == "queued" and hold.queued is None:
+        hold.queued = t
     elif ev == "held":
         if hold.first_held is None:
             hold.first_held = t

@@ -19,6 +19,11 @@ Plants are applied inside the client processes, never in the runner or the check
   stale write accepted). It shows that the workload can fail, and that the guards are
   what keeps it clean: ``make nemesis`` and tests/nemesis run it on the guarded run's
   seed.
+* ``no-lock-delay`` lives in nemesis only (runs with ``--lock-delay``): the clients
+  record what the lock-delay rule needs but do not pass ``lock_delay`` to their locks,
+  as a library that ignored it would. A successor queued behind a holder whose session
+  expired is granted at about the expiry, within the delay of the holder's last "held"
+  when the delay is longer than a session timeout: ``lock-delay``.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ import importlib
 from collections.abc import Callable
 
 LEASE_PLANTS = ("lag-rule", "trust-ping")
-OWN_PLANTS = ("early-grant", "unguarded")
+OWN_PLANTS = ("early-grant", "unguarded", "no-lock-delay")
 PLANTS = LEASE_PLANTS + OWN_PLANTS
 LEASE_RULE_MODULE = "zklocks._transport.lease_rule"
 

@@ -18,7 +18,14 @@ from matplotlib.axes import Axes
 from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
 
-from nemesis.checker import Model, Verdict, Violation
+from nemesis.checker import (
+    Model,
+    Verdict,
+    Violation,
+    abnormal_losses,
+    lock_delay_cases,
+    model_for,
+)
 from nemesis.history import History, Hold
 
 KIND_COLORS = {"lock": "#1f77b4", "read": "#2ca02c", "write": "#d62728", "permit": "#9467bd"}
@@ -38,6 +45,7 @@ CHECKS = {
     "set-lost": "no accepted element is missing from a store's final set",
     "set-duplicate": "no element is twice in a store's set",
     "set-corrupt": "every element of a set was written, and not refused",
+    "lock-delay": "after an abnormal loss, the queued successor waited the lock-delay",
 }
 
 
@@ -101,6 +109,8 @@ def _stats(history: History) -> dict[str, Any]:
             taken_over += 1
     faults = Counter(f.kind for f in history.faults)
     writes = history.writes
+    params = history.params
+    model = model_for(str(params.get("workload", "lock")), int(params.get("permits", 2)))
     return {
         "seconds": round(history.last_time - history.t0, 1),
         "acquires": len(holds),
@@ -112,6 +122,9 @@ def _stats(history: History) -> dict[str, Any]:
         "leases_lost": len(lost),
         "lost_reasons": dict(reasons),
         "taken_over_after_lost": taken_over,
+        "sessions_lost": sum(len(times) for times in history.session_losses.values()),
+        "abnormal_losses": len(abnormal_losses(history)),
+        "lock_delay_cases": len(lock_delay_cases(history, model)),
         "writes": len(writes),
         "writes_accepted": sum(1 for w in writes if w.accepted),
         "writes_refused_stale": sum(1 for w in writes if (w.error or "").startswith("stale")),

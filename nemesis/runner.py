@@ -53,6 +53,7 @@ class Options:
     clients: int | None = None
     permits: int = 2
     stop_on_violation: bool = False
+    lock_delay: float | None = None  # every client's lock_delay; the checker judges it
 
     @property
     def client_count(self) -> int:
@@ -72,6 +73,8 @@ class Options:
             words.append(f"--plant {self.plant}")
         if self.clients:
             words.append(f"--clients {self.clients}")
+        if self.lock_delay is not None:
+            words.append(f"--lock-delay {self.lock_delay:g}")
         return " ".join([*words, f"--out {self.out}"])
 
 
@@ -187,6 +190,7 @@ def _client_specs(
                 parent=os.getpid(),
                 plant=options.plant,
                 stores=asdict(where) if where is not None else None,
+                lock_delay=options.lock_delay,
             )
         )
     return specs

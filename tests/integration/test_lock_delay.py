@@ -4,7 +4,8 @@ granted no earlier than ``lock_delay`` after the loss; after a clean release, at
 
 The loss is caused by the test at ``lost_at``; the successor can only see it later, so a
 grant before ``lost_at + DELAY`` would break the rule. Each kind runs with the sync
-``Client``; the exclusive lock also with ``AsyncClient``.
+``Client``; the exclusive lock also with ``AsyncClient``; and the commands ``zklocks run
+--lock-delay`` and ``zklocks elect --lock-delay``.
 """
 
 from __future__ import annotations
@@ -292,3 +293,84 @@ def test_a_clean_hand_off_costs_the_same_requests_with_a_lock_delay(
     assert plain.get("exists", 0) == 1 and delayed.get("exists", 0) == 0, (plain, delayed)
     assert delayed["get_children"] == plain["get_children"] + 1 == 2, (plain, delayed)
     assert delayed["multi"] == plain["multi"] == 2, (plain, delayed)
+
+
+@pytest.mark.parametrize("cause", ["expiry", "break", "clean"])
+def test_cli_elect_lock_delay_waits_after_an_abnormal_end_of_term_and_not_after_a_resignation(
+    cause: str,
+    clients: tuple[zklocks.Client, zklocks.Client],
+    zk_server: ZooKeeperServer,
+    kazoo: Any,
+) -> None:
+    """``zklocks elect --lock-delay``: the next candidate's command starts (and writes the
+    time) no earlier than the delay after the leader's term ended abnormally (its session
+    expired, or ``zklocks break`` deleted its node), and at once after a resignation."""
+    leader, _ = clients
+    path = unique(f"cli-elect-{cause}")
+    election = leader.election(path, identifier="leader")
+    term = election.campaign(timeout=5)
+    process = zklocks_command(
+        zk_server.hosts,
+        "elect",
+        path,
+        "--lock-delay",
+        str(DELAY),
+        "--",
+        sys.executable,
+        "-c",
+        "import time; print(time.monotonic())",
+    )
+    deadline = time.monotonic() + 10
+    while len(kazoo.get_children(path)) < 2:
+        assert time.monotonic() < deadline, "the candidate never queued"
+        time.sleep(0.01)
+    lost_at = time.monotonic()
+    if cause == "expiry":
+        expire_session(leader, zk_server.hosts)
+    elif cause == "break":
+        broke = zklocks_command(zk_server.hosts, "break", path, "--token", str(term.token), "--yes")
+        _, err = broke.communicate(timeout=30)
+        assert broke.returncode == 0, err
+    else:
+        election.resign()
+    out, err = process.communicate(timeout=30)
+    assert process.returncode == 0, err
+    started_at = float(out.split()[0])
+    if cause == "clean":
+        assert started_at - lost_at < DELAY, started_at - lost_at
+    else:
+        assert started_at >= lost_at + DELAY, started_at - lost_at
+        assert started_at <= lost_at + DELAY + 5.0, started_at - lost_at
+
+
+def test_a_waiter_giving_up_during_the_delay_starts_a_new_one_for_the_next(
+    clients: tuple[zklocks.Client, zklocks.Client], zk_server: ZooKeeperServer, kazoo: Any
+) -> None:
+    """docs/locks.md's limit: the next waiter did not list between the loss and the first
+    waiter's give-up (it watched only that waiter), so it counts the loss from its own
+    listing, after the give-up: its grant comes a whole delay after that. The first
+    waiter's timeout runs out while it waits out the delay (``long`` is the longer)."""
+    long = 3.0
+    holder, first = clients
+    path = unique("give-up")
+    holder.lock(path).acquire(timeout=5)
+    with zklocks.Client(zk_server.hosts) as second:
+        gave_up: list[float] = []
+
+        def give_up() -> None:
+            with pytest.raises(zklocks.LockTimeout):
+                first.lock(path, lock_delay=long).acquire(timeout=1.5)
+            gave_up.append(time.monotonic())
+
+        giving_up = threading.Thread(target=give_up, daemon=True)
+        giving_up.start()
+        _wait_queued(first, path, 2)
+        thread, got = _granted_in_thread(second.lock(path, lock_delay=long))
+        _wait_queued(first, path, 3)
+        lost_at = time.monotonic()
+        expire_session(holder, zk_server.hosts)
+        giving_up.join(20)
+        thread.join(20)
+    assert gave_up and lost_at < gave_up[0] < lost_at + long, gave_up[0] - lost_at
+    granted_at = got[0][1]
+    assert granted_at >= gave_up[0] + long, (granted_at - lost_at, gave_up[0] - lost_at)

@@ -12,8 +12,8 @@ redis-server of the run's own) it must lose, duplicate or take from a stale hold
 element, and its guards must have refused a stale holder at least once (the case was
 met); with the ``unguarded`` plant, the same read-modify-writes must lose elements.
 
-CI cost: the clean lock runs (sample and stock timing) are 60 s of faults each plus start
-and stop, the two guarded-set
+CI cost: the clean lock runs (sample timing, with a 2 s lock-delay, and stock timing) are
+60 s of faults each plus start and stop, the two guarded-set
 runs 45 s each plus start and stop (about 80 s each on a loaded 2-core machine); the
 plant runs end at their first violation (``--stop-on-violation``), typically within 10
 to 60 s each.
@@ -94,10 +94,14 @@ def nemesis(out: Path, *args: str) -> tuple[int, dict[str, Any], str]:
 @pytest.mark.parametrize("timing", ["sample", "stock"])
 def test_a_clean_run_finds_no_violation(tmp_path: Path, timing: str) -> None:
     """``stock``: members as ZooKeeper ships them (``srvr`` alone, default session bounds),
-    the clients not told tickTime (they learn a bound from the session bounds)."""
+    the clients not told tickTime (they learn a bound from the session bounds).
+    ``sample`` runs with a lock-delay (issue 35), and the lock-delay rule must have been
+    applied: a holder's session expired with a successor queued behind it."""
+    delay = ("--lock-delay", "2") if timing == "sample" else ()
     status, summary, stdout = nemesis(
-        tmp_path, "--minutes", "1", "--workload", "lock", "--seed", "21", "--timing", timing
-    )
+        tmp_path, "--minutes", "1", "--workload", "lock", "--seed", "21", "--timing", timing,
+        *delay,
+    )  # fmt: skip
     assert status == 0, stdout
     assert summary["verdict"] == "clean" and summary["violations"] == {}
     stats = summary["stats"]
@@ -107,6 +111,8 @@ def test_a_clean_run_finds_no_violation(tmp_path: Path, timing: str) -> None:
     assert stats["stalls_with_holder"] >= 1, stats
     assert stats["leases_lost"] >= 1, stats
     assert stats["client_errors"] == 0, stats
+    if delay:
+        assert stats["abnormal_losses"] >= 1 and stats["lock_delay_cases"] >= 1, stats
     assert (tmp_path / "timeline.png").read_bytes()[:4] == b"\x89PNG"
     assert "## Verdict" in (tmp_path / "report.md").read_text()
     assert not (tmp_path / "window.png").exists()
@@ -118,11 +124,14 @@ def test_a_clean_run_finds_no_violation(tmp_path: Path, timing: str) -> None:
         ("early-grant", "rwlock", "exclusion"),
         ("lag-rule", "lock", "exclusion"),
         ("trust-ping", "lock", "exclusion"),
+        ("no-lock-delay", "lock", "lock-delay"),
     ],
 )
 def test_a_planted_bug_is_caught_within_two_minutes(
     tmp_path: Path, plant: str, workload: str, caught_by: str
 ) -> None:
+    """``no-lock-delay`` asks for a delay of twice the session timeout (8 s), which a
+    successor granted on the expiry of its holder's session does not wait out."""
     if plant in plants.LEASE_PLANTS:
         assert plants.lease_plant_available(), (
             f"{plants.LEASE_RULE_MODULE}.plant is missing: the {plant!r} plant cannot be run"
@@ -130,6 +139,7 @@ def test_a_planted_bug_is_caught_within_two_minutes(
     status, summary, stdout = nemesis(
         tmp_path,
         *("--minutes", "2", "--workload", workload, "--seed", "5", "--plant", plant),
+        *(("--lock-delay", "8") if plant == "no-lock-delay" else ()),
         "--stop-on-violation",
     )
     assert status == 1, stdout
