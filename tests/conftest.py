@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from nemesis.fence_servers import PostgresServer, RedisServer
 
+import zklocks
 from helpers import CALL_FAILED, HostsInOrder, show_member_logs_if_failed, versions_read
 from zklocks._transport import connection as _connection
 from zklocks.server import ZooKeeperEnsemble, ZooKeeperServer
@@ -75,6 +76,13 @@ def zk_server() -> Iterator[ZooKeeperServer]:
     with ZooKeeperServer(tick_time=200, max_session_timeout=60_000) as server:
         versions_read(server.hosts)
         yield server
+
+
+@pytest.fixture
+def client(zk_server: ZooKeeperServer) -> Iterator[zklocks.Client]:
+    """A started ``zklocks.Client`` on ``zk_server``, closed after the test."""
+    with zklocks.Client(zk_server.hosts) as made:
+        yield made
 
 
 @pytest.fixture

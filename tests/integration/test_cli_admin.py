@@ -9,7 +9,6 @@ import subprocess
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 
 import pytest
 from kazoo.client import KazooClient
@@ -25,12 +24,6 @@ WAIT = 30.0
 @pytest.fixture
 def path() -> str:
     return f"/cli-admin/{uuid.uuid4().hex[:10]}"
-
-
-@pytest.fixture
-def client(zk_server: ZooKeeperServer) -> Iterator[zklocks.Client]:
-    with zklocks.Client(zk_server.hosts) as c:
-        yield c
 
 
 def start(hosts: str, *args: str, **kwargs: object) -> subprocess.Popen[str]:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -25,12 +24,6 @@ def base(kazoo: Any, request: pytest.FixtureRequest) -> str:
     path = f"/tools/{name}-{time.monotonic_ns()}"
     kazoo.ensure_path(path)
     return path
-
-
-@pytest.fixture
-def client(zk_server: ZooKeeperServer) -> Iterator[zklocks.Client]:
-    with zklocks.Client(zk_server.hosts) as made:
-        yield made
 
 
 def test_locks_sums_up_every_lock_under_a_root(client: zklocks.Client, base: str) -> None:

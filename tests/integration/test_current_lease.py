@@ -22,12 +22,6 @@ def unique(name: str) -> str:
 
 
 @pytest.fixture
-def client(zk_server: ZooKeeperServer) -> Iterator[zklocks.Client]:
-    with zklocks.Client(zk_server.hosts) as made:
-        yield made
-
-
-@pytest.fixture
 def hosts(zk_server: ZooKeeperServer) -> Iterator[str]:
     yield zk_server.hosts
     _exclusive._clients.stop_all()  # exclusive's clients, made on first call

@@ -25,12 +25,6 @@ def unique(name: str) -> str:
 
 
 @pytest.fixture
-def client(zk_server: ZooKeeperServer) -> Iterator[zklocks.Client]:
-    with zklocks.Client(zk_server.hosts) as client:
-        yield client
-
-
-@pytest.fixture
 def observer(zk_server: ZooKeeperServer) -> Iterator[zklocks.Client]:
     """A second session: what everyone else sees of the lock."""
     with zklocks.Client(zk_server.hosts) as client:

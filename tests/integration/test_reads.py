@@ -7,7 +7,6 @@ import asyncio
 import pickle
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -26,12 +25,6 @@ def base(kazoo: Any, request: pytest.FixtureRequest) -> str:
     path = f"/reads/{name}-{time.monotonic_ns()}"
     kazoo.ensure_path(path)
     return path
-
-
-@pytest.fixture
-def client(zk_server: ZooKeeperServer) -> Iterator[zklocks.Client]:
-    with zklocks.Client(zk_server.hosts) as made:
-        yield made
 
 
 class Heard:

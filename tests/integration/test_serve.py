@@ -93,12 +93,6 @@ def start_app(hosts: str, roots: list[str]) -> App:
 
 
 @pytest.fixture
-def client(zk_server: ZooKeeperServer) -> Iterator[Client]:
-    with Client(zk_server.hosts) as c:
-        yield c
-
-
-@pytest.fixture
 def served(zk_server: ZooKeeperServer) -> Iterator[Served]:
     root = f"/serve/{uuid.uuid4().hex[:10]}"
     app = start_app(zk_server.hosts, [root])

@@ -43,12 +43,6 @@ KIND_WORD = {
 
 
 @pytest.fixture
-def client(zk_server: ZooKeeperServer) -> Any:
-    with zklocks.Client(zk_server.hosts) as made:
-        yield made
-
-
-@pytest.fixture
 def other(zk_server: ZooKeeperServer) -> Any:
     with zklocks.Client(zk_server.hosts) as made:
         yield made

@@ -8,7 +8,6 @@ test_fencing_pause.py, with the SQL and Redis fences.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -26,12 +25,6 @@ def base(kazoo: Any, request: pytest.FixtureRequest) -> str:
     path = f"/txn/{name}-{time.monotonic_ns()}"
     kazoo.ensure_path(path)
     return path
-
-
-@pytest.fixture
-def client(zk_server: ZooKeeperServer) -> Iterator[zklocks.Client]:
-    with zklocks.Client(zk_server.hosts) as made:
-        yield made
 
 
 def test_a_plain_transaction_applies_every_op_and_answers_one_result_each(
