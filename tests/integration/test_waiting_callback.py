@@ -40,7 +40,7 @@ def _queue_in_thread(lock: Any, timeout: float) -> threading.Thread:
         try:
             lock.acquire(timeout=timeout)
             lock.release()
-        except zklocks.LockTimeout:
+        except (zklocks.LockTimeout, zklocks.ClientClosed):  # gave up, or its client stopped
             pass
 
     thread = threading.Thread(target=take, daemon=True)
@@ -49,7 +49,7 @@ def _queue_in_thread(lock: Any, timeout: float) -> threading.Thread:
 
 
 def test_sync_the_holder_hears_each_rise_in_the_count_of_waiters(
-    clients: tuple[zklocks.Client, zklocks.Client],
+    clients: tuple[zklocks.Client, zklocks.Client], zk_server: ZooKeeperServer
 ) -> None:
     holder, waiter = clients
     path = unique("rise")
@@ -57,11 +57,21 @@ def test_sync_the_holder_hears_each_rise_in_the_count_of_waiters(
     lease = lock.acquire(timeout=5)
     heard: queue.Queue[tuple[Any, int]] = queue.Queue()
     lease.add_waiting_callback(lambda lease_, waiting: heard.put((lease_, waiting)))
-    first = _queue_in_thread(waiter.lock(path), timeout=1.0)
+    leaving = zklocks.Client(zk_server.hosts).start()
+    first = _queue_in_thread(leaving.lock(path), timeout=30)
     assert heard.get(timeout=WAIT) == (lease, 1)
     second = _queue_in_thread(waiter.lock(path), timeout=30)
     assert heard.get(timeout=WAIT) == (lease, 2)
-    first.join(WAIT)  # it gave up: the count falls to 1, which is no news
+    # The first leaves with its session (not by a timeout, which a loaded machine could
+    # run out before the second queued): the count falls to 1, which is no news. The
+    # holder must have read the fall before the third queues, or a fall and a rise
+    # between two of its reads are no change at all.
+    leaving.stop()
+    first.join(WAIT)
+    deadline = time.monotonic() + WAIT
+    while lease._waiting._last != 1:  # the holder's last count (no event says it)
+        assert time.monotonic() < deadline, "the holder never read the fall to 1"
+        time.sleep(0.01)
     third = _queue_in_thread(waiter.lock(path), timeout=30)
     assert heard.get(timeout=WAIT) == (lease, 2)  # it rose again
     lock.release()
