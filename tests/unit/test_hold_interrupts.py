@@ -121,6 +121,7 @@ def test_a_loss_at_the_exit_never_reaches_the_thread_after_the_block() -> None:
             lost.put(1)
 
     escaped = inside = 0
+    forced = 0  # every 4th body waits to be interrupted: the inside of the race, surely met
     interval = sys.getswitchinterval()
     sys.setswitchinterval(1e-5)
     thread = threading.Thread(target=loser)
@@ -132,6 +133,10 @@ def test_a_loss_at_the_exit_never_reaches_the_thread_after_the_block() -> None:
             jobs.put(lease)
             try:
                 with Hold(lock.path, lock.acquire, lock.let_go):
+                    if attempt % 4 == 0:
+                        forced += 1
+                        _busy(10.0)  # the loss comes within microseconds: it interrupts this
+                        pytest.fail("a loss inside the block did not interrupt its body")
                     _work(random.randrange(3_000))
             except LockLost:
                 inside += 1  # lost inside: reported as LockLost, as it must be
@@ -149,7 +154,9 @@ def test_a_loss_at_the_exit_never_reaches_the_thread_after_the_block() -> None:
         thread.join(10)
         sys.setswitchinterval(interval)
     assert escaped == 0
-    assert 0 < inside < 400, inside  # the race was met: losses inside, and after
+    # the race was met: losses inside (the waiting bodies at least), and after the block
+    # (on Debian 13's Python 3.13 the random bodies once saw none inside at all)
+    assert forced <= inside < 400, (forced, inside)
 
 
 def test_check_and_time_left_follow_the_clock_rule() -> None:
