@@ -63,6 +63,15 @@ def _granted_in_thread(lock: Any) -> tuple[threading.Thread, list[Any]]:
     return thread, got
 
 
+def _timed_command(hosts: str, verb: str, path: str) -> Any:
+    """``zklocks VERB PATH --lock-delay DELAY`` running a command that prints the
+    instant it starts (``time.monotonic()``, the same clock as the test's)."""
+    return zklocks_command(
+        hosts, verb, path, "--lock-delay", str(DELAY), "--",
+        sys.executable, "-c", "import time; print(time.monotonic())",
+    )  # fmt: skip
+
+
 def _wait_queued(client: zklocks.Client, path: str, count: int) -> None:
     deadline = time.monotonic() + 10
     while len(client.lock(path).contenders()) < count:
@@ -215,17 +224,7 @@ def test_cli_run_lock_delay_waits_after_a_break_and_not_after_a_release(
         path = unique(f"cli-{cause}")
         lock = holder.lock(path)
         lease = lock.acquire(timeout=5)
-        process = zklocks_command(
-            zk_server.hosts,
-            "run",
-            path,
-            "--lock-delay",
-            str(DELAY),
-            "--",
-            sys.executable,
-            "-c",
-            "import time; print(time.monotonic())",
-        )
+        process = _timed_command(zk_server.hosts, "run", path)
         _wait_queued(waiter, path, 2)
         lost_at = time.monotonic()
         if cause == "break":
@@ -309,17 +308,7 @@ def test_cli_elect_lock_delay_waits_after_an_abnormal_end_of_term_and_not_after_
     path = unique(f"cli-elect-{cause}")
     election = leader.election(path, identifier="leader")
     term = election.campaign(timeout=5)
-    process = zklocks_command(
-        zk_server.hosts,
-        "elect",
-        path,
-        "--lock-delay",
-        str(DELAY),
-        "--",
-        sys.executable,
-        "-c",
-        "import time; print(time.monotonic())",
-    )
+    process = _timed_command(zk_server.hosts, "elect", path)
     deadline = time.monotonic() + 10
     while len(kazoo.get_children(path)) < 2:
         assert time.monotonic() < deadline, "the candidate never queued"
