@@ -412,3 +412,22 @@ def connection_of(client: Any) -> Any:
     """The transport ``Connection`` under a started ``Client`` or ``AsyncClient``."""
     session = client._session
     return getattr(session, "_connection", None) or session.connection
+
+
+class Heard:
+    """Thread-safe list of what a watcher or state listener was told, to wait on."""
+
+    def __init__(self, wait: float = 10.0) -> None:
+        self.seen: list[Any] = []
+        self._wait = wait
+        self._cond = threading.Condition()
+
+    def __call__(self, item: Any) -> None:
+        with self._cond:
+            self.seen.append(item)
+            self._cond.notify_all()
+
+    def wait_for(self, test: Callable[[list[Any]], bool]) -> list[Any]:
+        with self._cond:
+            assert self._cond.wait_for(lambda: test(self.seen), self._wait), self.seen
+            return list(self.seen)

@@ -21,6 +21,7 @@ import pytest
 from nemesis.proxy import Proxy
 
 import zklocks
+from helpers import Heard
 from zklocks._core.ops import TIMED_OUT, Reply, Request
 from zklocks._protocol.errors import ClientClosedError
 from zklocks._protocol.records import Create, Delete, Exists, GetChildren
@@ -31,24 +32,6 @@ from zklocks.sim.session import SimServer, session_factory
 
 WAIT = 10.0
 T = TypeVar("T")
-
-
-class Heard:
-    """Thread-safe list of what a watcher or state listener was told."""
-
-    def __init__(self) -> None:
-        self.seen: list[Any] = []
-        self._cond = threading.Condition()
-
-    def __call__(self, item: Any) -> None:
-        with self._cond:
-            self.seen.append(item)
-            self._cond.notify_all()
-
-    def wait_for(self, test: Callable[[list[Any]], bool]) -> list[Any]:
-        with self._cond:
-            assert self._cond.wait_for(lambda: test(self.seen), WAIT), self.seen
-            return list(self.seen)
 
 
 class Rig(Protocol):

@@ -22,7 +22,7 @@ import pytest
 from kazoo.client import KazooClient
 
 import zklocks
-from helpers import expire_session
+from helpers import Heard, expire_session
 from zklocks._protocol.errors import ClientClosedError, ZooKeeperError, error_for_code
 from zklocks._protocol.records import Create, Created, Exists, GetChildren
 from zklocks._vocabulary import SessionState, WatchEvent
@@ -483,22 +483,6 @@ def session_case(fn: SessionCase) -> SessionCase:
     return fn
 
 
-class Collector:
-    def __init__(self) -> None:
-        self.seen: list[Any] = []
-        self._cond = threading.Condition()
-
-    def __call__(self, item: Any) -> None:
-        with self._cond:
-            self.seen.append(item)
-            self._cond.notify_all()
-
-    def wait_for(self, test: Callable[[list[Any]], bool]) -> list[Any]:
-        with self._cond:
-            assert self._cond.wait_for(lambda: test(self.seen), WAIT), self.seen
-            return list(self.seen)
-
-
 def _session(client: zklocks.Client) -> Any:
     return client._session_or_raise()
 
@@ -518,7 +502,7 @@ def pipelined_create_and_listing(side: Side, base: str) -> list[Any]:
 def watch_node_and_exists_watchers_hear_deletion(side: Side, base: str) -> list[Any]:
     owner, watcher = _session(side.client()), _session(side.client())
     owner.call([Create(f"{base}/n", ephemeral=True)], None)
-    events = Collector()
+    events = Heard()
     watcher.watch_node(f"{base}/missing", events)
     (stat,) = watcher.call([Exists(f"{base}/n")], None, events)
     out = [stat is not None]
@@ -532,12 +516,12 @@ def watch_node_and_exists_watchers_hear_deletion(side: Side, base: str) -> list[
 def expiry_removes_nodes_and_reports_lost(side: Side, base: str) -> list[Any]:
     client, other = side.client(), side.client()
     session, watcher = _session(client), _session(other)
-    states, events = Collector(), Collector()
+    states, events = Heard(), Heard()
     session.add_state_listener(states)
     old = session.session_id()
     session.call([Create(f"{base}/e", ephemeral=True)], None)
     session.call([Exists(f"{base}/elsewhere")], None, events)
-    gone = Collector()
+    gone = Heard()
     watcher.call([Exists(f"{base}/e")], None, gone)
     side.expire(client)
     deleted = gone.wait_for(lambda seen: len(seen) >= 1)
