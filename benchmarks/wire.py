@@ -145,12 +145,26 @@ class RawClient:
         return 8, _string(path) + (b"\x01" if watch else b"\x00")
 
     @staticmethod
+    def get_children2(path: str, watch: bool = False) -> tuple[int, bytes]:
+        """getChildren2: the listing with the directory's Stat (what lock-delay reads)."""
+        return 12, _string(path) + (b"\x01" if watch else b"\x00")
+
+    @staticmethod
     def exists(path: str, watch: bool = False) -> tuple[int, bytes]:
         return 3, _string(path) + (b"\x01" if watch else b"\x00")
 
     @staticmethod
     def delete(path: str) -> tuple[int, bytes]:
         return 2, _string(path) + struct.pack(">i", -1)
+
+    @staticmethod
+    def delete_marked(path: str) -> tuple[int, bytes]:
+        """One multi: delete ``path`` and setData(its directory, b""): zklocks' release,
+        which counts clean releases on the directory (docs/locks.md, "Lock-delay")."""
+        parent = path.rsplit("/", 1)[0] or "/"
+        body = struct.pack(">i?i", 2, False, -1) + _string(path) + struct.pack(">i", -1)
+        body += struct.pack(">i?i", 5, False, -1) + _string(parent) + struct.pack(">ii", 0, -1)
+        return 14, body + struct.pack(">i?i", -1, True, -1)
 
     @staticmethod
     def created_path(body: bytes) -> str:
@@ -191,6 +205,23 @@ def cycle_fair_2rt(client: RawClient, path: str) -> None:
     _check(client.batch([client.delete(client.created_path(created[1]))]), "delete")
 
 
+def cycle_fair_marked_2rt(client: RawClient, path: str) -> None:
+    """create(ephemeral sequential) + getChildren2 pipelined, then the marked release (one
+    multi: delete + setData on the directory): zklocks' own 3 requests, 2 RT."""
+    created, _children = _check(
+        client.batch(
+            [client.create(path + "/n-", EPHEMERAL | SEQUENTIAL), client.get_children2(path)]
+        ),
+        "create+getChildren2",
+    )
+    (released,) = _check(
+        client.batch([client.delete_marked(client.created_path(created[1]))]), "multi"
+    )
+    (first_op,) = struct.unpack_from(">i", released[1])
+    if first_op != 2:  # the multi's first result: -1 (an error result) if it failed
+        raise ZkWireError("multi", first_op)
+
+
 def cycle_unfair_2rt(client: RawClient, path: str) -> None:
     """create(ephemeral) then delete: 2 requests, 2 RT."""
     node = path + "/lock"
@@ -208,6 +239,9 @@ def cycle_sequential_4rt(client: RawClient, path: str) -> None:
 
 FLOORS = {
     "fair: create+getChildren | delete (3 req, 2 RT)": cycle_fair_2rt,
+    "fair, marked: create+getChildren2 | multi(delete+setData) (3 req, 2 RT)": (
+        cycle_fair_marked_2rt
+    ),
     "unfair: create | delete (2 req, 2 RT)": cycle_unfair_2rt,
     "kazoo-like: exists | create | getChildren | delete (4 req, 4 RT)": cycle_sequential_4rt,
 }
