@@ -14,8 +14,12 @@ from typing import Any
 
 import pytest
 
+from flow_support import wrapped_flow
 from zklocks._core import flow as _flow
 from zklocks._core.flow import AcquireSpec
+from zklocks._core.lock_delay import count_data, unmarked
+from zklocks._core.ops import Pipeline
+from zklocks._protocol.records import Children, Create
 from zklocks.sim import SimulationFailure, explore
 from zklocks.sim.runner import Options, plan_for
 from zklocks.sim.scheduler import Simulation
@@ -63,3 +67,31 @@ def _no_delay(spec: AcquireSpec) -> Generator[Any, Any, Any]:
 def test_a_flow_that_skips_the_delay_is_caught() -> None:
     with pytest.raises(SimulationFailure, match="within lock_delay"):
         explore(range(BUDGET), options=Options(lock_delay=DELAY), acquire=_no_delay)
+
+
+def _newcomer_rule_off(spec: AcquireSpec) -> Generator[Any, Any, Any]:
+    """A flow whose first listing takes every loss for taken over (the newcomer rule
+    off): the create pipeline's directory stat reads as if its data said so."""
+
+    def rewrite(op: Any, last: tuple[Any, Any]) -> Generator[Any, Any, Any] | None:
+        if not (isinstance(op, Pipeline) and isinstance(op.requests[0], Create)):
+            return None
+        return _all_taken_over(op)
+
+    return wrapped_flow(_flow.acquire(spec), rewrite)
+
+
+def _all_taken_over(op: Pipeline) -> Generator[Any, Any, Any]:
+    replies = yield op
+    fixed = []
+    for reply in replies:
+        if isinstance(reply, Children) and reply.stat is not None:
+            count = len(count_data(unmarked(reply.stat)))
+            reply = Children(reply.names, reply.stat._replace(data_length=count))
+        fixed.append(reply)
+    return tuple(fixed)
+
+
+def test_a_flow_without_the_newcomer_rule_is_caught() -> None:
+    with pytest.raises(SimulationFailure, match="within lock_delay"):
+        explore(range(BUDGET), options=Options(lock_delay=DELAY), acquire=_newcomer_rule_off)

@@ -86,6 +86,12 @@ class AcquireSpec:
     clock: Callable[[], float] = time.monotonic  # the deadline's clock (the session's)
 
     @property
+    def marks_departures(self) -> bool:
+        """Our nodes leave with a mark on the directory, and every listing reads its stat
+        (the zklocks layout: ``zklocks._core.lock_delay``)."""
+        return self.layout is _layouts.ZKLOCKS
+
+    @property
     def node_acl(self) -> tuple[WireACL, ...]:
         return () if self.acl is None else self.acl.wire
 
@@ -102,6 +108,8 @@ class Acquired:
     node: str
     token: int
     owner: int = 0
+    # the lock directory's stat at our latest listing: what our release writes there
+    seen: Stat | None = field(default=None, compare=False)
 
 
 @dataclass(slots=True)
