@@ -43,7 +43,9 @@ Queued kinds (fair lock, read, write, semaphore lease):
    one-node ``lock`` may be an earlier holder's (its name is reused: list again).
 4. **Every way out deletes our node**: timeout, a non-blocking miss, a refusal, an error,
    KeyboardInterrupt, task cancellation. If the create was in flight and its fate is
-   unknown, find our node by attempt token and delete it. Cleanup requests carry no
+   unknown, find our node by attempt token and delete it. In the zklocks layout the
+   delete is a marked departure, as a release is (``_leave``): a waiter that gives up
+   is never taken for a lost holder (``zklocks._core.lock_delay``). Cleanup requests carry no
    deadline: a connection loss during cleanup is retried after reconnect (an orphan
    would block everyone) up to ``CLEANUP_RETRIES`` times in a row (a server that breaks
    every connection must not keep the caller for ever), and a session expiry means the
