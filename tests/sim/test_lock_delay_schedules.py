@@ -1,6 +1,8 @@
 """The simulator with lock-delay (issue 35): both halves of the invariant over 1,000+
-seeds (no grant within ``lock_delay`` of an abnormal loss ahead; no delay after clean
-releases alone), the delay exercised, and a flow that skips it caught.
+seeds (no grant within ``lock_delay`` of an abnormal loss that nobody took over, ahead
+of the contender or before it queued: the newcomer; no delay where every node left of
+its own accord), the delay exercised, and flows that skip the delay, or the newcomer
+rule, caught.
 
 Each seed runs in milliseconds; 1,000 of the default families plus the operators'
 take-backs (``max_hold``) and elections keep this file to about 20 s.
