@@ -20,8 +20,17 @@ from zklocks._core.lock_delay import LockDelayWait, count_data, unaccounted, unm
 from zklocks._core.ops import TIMED_OUT, Pipeline, Wait
 from zklocks._core.steps import Gone
 from zklocks._errors import InvalidArgument, LockTimeout
-from zklocks._protocol.errors import NoAuthError, NoNodeError
-from zklocks._protocol.records import Children, Delete, Exists, GetChildren, Multi, SetData, Stat
+from zklocks._protocol.errors import BadVersionError, NoAuthError, NoNodeError
+from zklocks._protocol.records import (
+    Children,
+    Delete,
+    Exists,
+    GetChildren,
+    Multi,
+    NodeData,
+    SetData,
+    Stat,
+)
 from zklocks._vocabulary import WatchEvent, WatchKind
 
 
@@ -45,6 +54,9 @@ def directory(children: int, *, marked: int = 0, lost: int = 0, taken_over: int 
         num_children=children,
         data_length=len(count_data(taken_over)),
     )
+
+
+TOUCHED = Stat(czxid=100, version=1, ephemeral_owner=SESSION)
 
 
 def _cycle(me: str, **changes: Any) -> Generator[Any, Any, bool]:
@@ -121,6 +133,8 @@ def test_after_an_abnormal_loss_the_grant_waits_out_the_delay_from_when_it_was_s
     step.wait(Gone(f"{PATH}/{holder}"))
     clock.now = 1002.0  # we see it gone here
     step.expect(GetChildren, Children([me], directory(1, lost=1)))  # no release counted: abnormal
+    touch = step.expect(Multi, [TOUCHED])  # tell the one behind us: our node's data again
+    assert touch.ops == (SetData(f"{PATH}/{me}", b"d", 0),)
     wait = step.expect(LockDelayWait, (WatchEvent(WatchKind.CHILD, PATH),))  # an event: ignored
     assert isinstance(wait, Wait) and wait.deadline == 1017.0
     again = step.expect(LockDelayWait, TIMED_OUT)
@@ -144,6 +158,7 @@ def test_the_delay_never_runs_past_the_deadline() -> None:
     step = _second_in_line(clock, timeout_at=1005.0)
     step.wait(Gone(f"{PATH}/{holder}"))
     step.expect(GetChildren, Children([me], directory(1, lost=1)))
+    step.expect(Multi, [TOUCHED])
     wait = step.expect(LockDelayWait, TIMED_OUT)
     assert wait.deadline == 1005.0
     with pytest.raises(LockTimeout):  # the way out: a marked departure, then the timeout
@@ -156,6 +171,7 @@ def test_a_node_lost_during_the_delay_joins_the_line_again() -> None:
     step = _second_in_line(clock)
     step.wait(Gone(f"{PATH}/{holder}"))
     step.expect(GetChildren, Children([me], directory(1, lost=1)))
+    step.expect(Multi, [TOUCHED])
     step.expect(LockDelayWait, TIMED_OUT)
     step.expect(Exists, None)  # someone deleted our node meanwhile
     step.expect(type(step.op), None)  # SessionId: the same session, so a warning
@@ -218,8 +234,36 @@ def test_a_waiter_behind_giving_up_does_not_hide_a_loss_ahead() -> None:
     step.wait(Gone(f"{PATH}/{holder}"))
     clock.now = 1001.0
     step.expect(GetChildren, Children([me], directory(1, marked=1, lost=1)))
+    step.expect(Multi, BadVersionError())  # a revoke wrote our node meanwhile: no telling
     wait = step.expect(LockDelayWait, TIMED_OUT)
     assert wait.deadline == 1016.0
+    step.expect(Exists, Stat(czxid=100, ephemeral_owner=SESSION))
+    assert step.done and step.result == Acquired(f"{PATH}/{me}", 100, SESSION)
+
+
+def test_a_waiter_told_by_the_one_ahead_counts_the_loss_from_then() -> None:
+    """Issue 35's starvation, queued before the loss: we watch only the waiter ahead,
+    which saw the holder lost and wrote its node's data again. Its watch fires CHANGED:
+    we list, see the loss, tell the one behind us, and keep that sighting when the
+    waiter ahead gives up (marked): our grant comes a delay after the holder's loss was
+    told, not a delay after the give-up."""
+    clock = Clock()
+    holder, ahead, me = theirs(1), theirs(2), mine(3)
+    step = Stepper(acquire(spec(lock_delay=15.0, clock=clock)))
+    step.expect(Pipeline, (created(me), Children([holder, ahead, me], directory(3))))
+    watch = step.expect(Pipeline, (NodeData(b"x", Stat(czxid=2)),))
+    assert [r.path for r in watch.requests] == [f"{PATH}/{ahead}"]
+    clock.now = 1001.0
+    step.expect(Wait, (WatchEvent(WatchKind.CHANGED, f"{PATH}/{ahead}"),))
+    step.expect(GetChildren, Children([ahead, me], directory(2, lost=1)))
+    touch = step.expect(Multi, [TOUCHED])  # and we tell the one behind us in turn
+    assert touch.ops == (SetData(f"{PATH}/{me}", b"d", 0),)
+    step.expect(Pipeline, (NodeData(b"x", Stat(czxid=2)),))  # wait for the one ahead again
+    clock.now = 1010.0
+    step.expect(Wait, (WatchEvent(WatchKind.DELETED, f"{PATH}/{ahead}"),))
+    step.expect(GetChildren, Children([me], directory(1, marked=1, lost=1)))  # it gave up
+    wait = step.expect(LockDelayWait, TIMED_OUT)
+    assert wait.deadline == 1016.0  # from when we were told, not from the give-up
     step.expect(Exists, Stat(czxid=100, ephemeral_owner=SESSION))
     assert step.done and step.result == Acquired(f"{PATH}/{me}", 100, SESSION)
 

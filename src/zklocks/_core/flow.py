@@ -391,9 +391,11 @@ def _wait_in_line(
         }
         holding = _holders_among(spec, line, decision.nodes)
         line = []
-        gone = yield from await_blocker_deletion(spec, decision, holding)
+        # with a lock-delay, a blocker's touch (it saw a loss) makes us list too
+        told = losses is not None
+        gone = yield from await_blocker_deletion(spec, decision, holding, changes=told)
         while gone is None and not (yield from _our_session_ended(spec, created)):
-            gone = yield from await_blocker_deletion(spec, decision, holding)
+            gone = yield from await_blocker_deletion(spec, decision, holding, changes=told)
         if gone is None:
             return _START_OVER
         if gone in takeover and losses is None:
@@ -418,6 +420,7 @@ def _wait_in_line(
             attempt.directory = directory
         if losses is not None and line is not None:
             losses.listed(names, directory, line, me)
+            yield from losses.tell_behind(created.path, spec.data)
 
 
 def _granted(created: Created, attempt: Attempt) -> Acquired:

@@ -39,6 +39,11 @@ How a contender tells the two apart, with no request of its own (docs/locks.md,
   unaccounted, a loss ahead is possible: it counts as seen now (the safe side). A
   listing with nothing unaccounted forgets an earlier sighting: a holder has held
   after it.
+* **Telling the one behind.** A waiter watches only its predecessor, so it would see
+  a loss further ahead only when the predecessor leaves (and a predecessor waiting
+  out the delay that gives up would restart it: issue 35's starvation). A contender
+  that sees a loss at a later listing writes its node's data again, unchanged
+  (``tell_behind``): the one behind, whose watch fires ``CHANGED``, lists too.
 * **The takeover listing.** A waiter second in line proves its grant after its
   predecessor's deletion with one request; with a ``lock_delay`` that request is the
   listing (it shows our node as ``exists`` would) instead of ``exists``: the same count.
@@ -48,8 +53,8 @@ later than the call's deadline (past it: ``LockTimeout``). After the wait, our n
 still exist (one ``exists``: only on this rare path).
 
 Limits, said in docs/locks.md: the first contender after a loss waits its delay however
-old the loss (a deletion carries no time); a waiter that first sees a loss when its
-predecessor gives up counts it from then; a newcomer arriving while the first holder
+old the loss (a deletion carries no time); a waiter behind others sees a loss as the
+telling reaches it; a newcomer arriving while the first holder
 after a loss still holds waits a delay it may not need; shared holders releasing
 together may write an older count (a delay nobody needed, never a missed one); an
 unmarked deletion behind us in the same interval as a clean release ahead delays us
@@ -173,6 +178,9 @@ class LossWatch:
     ahead: tuple[NodeName, ...] = ()  # the line ahead of us then, in order
     lost_at: float | None = None  # when we last saw a holder ahead go abnormally
     lost_node: str = ""
+    fresh: bool = False  # a loss seen at a later listing, not yet told to those behind us
+    touches: int = 0  # our node's data version: how often we told them
+    touchable: bool = True  # no other write on our node seen (a revoke's request)
 
     def listed(
         self, names: Sequence[str], stat: Stat | None, line: Sequence[NodeName], me: NodeName
@@ -201,8 +209,27 @@ class LossWatch:
                 could_hold = [node for node in gone if self._could_have_held(node, present)]
                 if could_hold:
                     self._seen(could_hold[0].name)
+                    self.fresh = True
         self.stat = stat
         self.ahead = tuple(_ahead_of(me, line))
+
+    def tell_behind(self, node: str, data: bytes) -> Generator[Op, Any, None]:
+        """We have just seen a loss ahead that those queued behind us cannot see (each
+        watches only its predecessor): write our node's own data again, unchanged, so
+        that the watch on it fires and the one behind lists too, and counts the loss
+        from about when we saw it (not from when we leave: issue 35's starvation,
+        where waiters that give up one after another would each start the delay
+        again). Conditional on the version we left it at, so a revoke's request
+        written meanwhile is never overwritten (that write woke them already). One
+        request, only on a loss; any failure just ends the telling."""
+        if not (self.fresh and self.touchable):
+            return
+        self.fresh = False
+        reply = yield Multi((SetData(node, data, self.touches),))
+        if isinstance(reply, list):
+            self.touches += 1
+        else:
+            self.touchable = False
 
     def _seen(self, node: str) -> None:
         self.lost_at = self.clock()

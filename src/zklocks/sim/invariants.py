@@ -353,7 +353,8 @@ class Checker:
         or a waiter taken away: the count cannot say whose), never where every node
         left of its own accord (a release, a waiter giving up)."""
         self.lock_delays += 1
-        directory = None if node is None else node.rsplit("/", 1)[0]
+        spec = client.spec  # our node may be gone meanwhile: the wait ends, then it looks
+        directory = node.rsplit("/", 1)[0] if node is not None else spec and spec.path
         removals = self.sim.model.removals
         if not any(r.directory == directory and self.abnormal(r) for r in removals):
             raise Violation(

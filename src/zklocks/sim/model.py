@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from zklocks._core.ops import Reply, Request
 from zklocks._protocol.errors import (
     BadArgumentsError,
+    BadVersionError,
     NoChildrenForEphemeralsError,
     NodeExistsError,
     NoNodeError,
@@ -262,6 +263,9 @@ class Model:
                 return Children(names, self.nodes[request.path].stat())
             return names
         if isinstance(request, Multi):
+            match request.ops:
+                case (SetData(path=path, data=data, version=version),):
+                    return self.touch_data(session_id, path, data, version)
             return self.release_marked(session_id, request)
         if isinstance(request, GetData):
             return self.get_data(session_id, request.path, watch=watch)
@@ -332,6 +336,18 @@ class Model:
         node.version = int32(node.version + 1)
         self._fire(self._data_watches, path, WatchKind.CHANGED)
         return node.stat()
+
+    def touch_data(self, session_id: int, path: str, data: bytes, version: int) -> Reply:
+        """The other multi the flows send (``LossWatch.tell_behind``): one ``setData``
+        of a node at ``version`` (``BadVersionError`` if it moved on)."""
+        node = self._node_for(session_id, path)
+        if isinstance(node, ZooKeeperError):
+            return node
+        if version not in (-1, node.version):
+            return BadVersionError(path=path)
+        stat = self.set_data(session_id, path, data)
+        results: list[MultiResult] = [stat if isinstance(stat, Stat) else None]
+        return results
 
     def release_marked(self, session_id: int, multi: Multi) -> Reply:
         """The one multi the flows send (``zklocks._core.lock_delay.release_marked``):
