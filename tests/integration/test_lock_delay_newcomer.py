@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
-from test_lock_delay import _requests, _wait_queued, unique
+from test_lock_delay import DELAY_KINDS, _requests, _wait_queued, make, unique
 
 import zklocks
 import zklocks.metrics
@@ -54,10 +54,14 @@ def _gone(kazoo: Any, path: str) -> None:
         time.sleep(0.01)
 
 
-def _lose(cause: str, zk_server: ZooKeeperServer, holder: zklocks.Client, kazoo: Any) -> str:
-    """A holder of a fresh lock is lost by ``cause``; nobody queued. Its path."""
-    path = unique(f"newcomer-{cause}")
-    lease = holder.lock(path, max_hold=0.3 if cause == "max_hold" else None).acquire(timeout=5)
+def _lose(
+    cause: str, zk_server: ZooKeeperServer, holder: zklocks.Client, kazoo: Any, kind: str = "fair"
+) -> str:
+    """A holder of a fresh lock (of the kind that excludes ``kind``) is lost by
+    ``cause``; nobody queued. Its path."""
+    path = unique(f"newcomer-{cause}-{kind}")
+    max_hold = 0.3 if cause == "max_hold" else None
+    lease = make(holder, kind, path, holder=True, max_hold=max_hold).acquire(timeout=5)
     if cause == "expiry":
         expire_session(holder, zk_server.hosts)
     elif cause == "break":
@@ -92,14 +96,15 @@ def test_the_unmarked_count_is_the_servers_own(zk_server: ZooKeeperServer, kazoo
     assert unmarked(stat) == 2 and unaccounted(stat) == 0 and stat.version == 3
 
 
+@pytest.mark.parametrize("kind", DELAY_KINDS)
 @pytest.mark.parametrize("cause", ["expiry", "break", "max_hold"])
 def test_sync_newcomer_waits_out_the_delay_from_its_first_listing(
-    cause: str, zk_server: ZooKeeperServer, kazoo: Any
+    cause: str, kind: str, zk_server: ZooKeeperServer, kazoo: Any
 ) -> None:
     with zklocks.Client(zk_server.hosts) as holder, zklocks.Client(zk_server.hosts) as newcomer:
-        path = _lose(cause, zk_server, holder, kazoo)
+        path = _lose(cause, zk_server, holder, kazoo, kind)
         started = time.monotonic()
-        lease = newcomer.lock(path, lock_delay=DELAY).acquire(timeout=20)
+        lease = make(newcomer, kind, path, holder=False, lock_delay=DELAY).acquire(timeout=20)
         granted = time.monotonic()
         assert started + DELAY <= granted <= started + DELAY + 3.0, granted - started
         assert not lease.lost
