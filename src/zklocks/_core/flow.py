@@ -41,22 +41,22 @@ Queued kinds (fair lock, read, write, semaphore lease):
    the same deadline). A late event never decides alone: a session's end heard while
    waiting may be an older session's (``_our_session_ended``), and the deletion of the
    one-node ``lock`` may be an earlier holder's (its name is reused: list again).
-4. **Every way out deletes our node**: timeout, a non-blocking miss, a refusal, an error,
-   KeyboardInterrupt, task cancellation. If the create was in flight and its fate is
-   unknown, find our node by attempt token and delete it. In the zklocks layout the
-   delete is a marked departure, as a release is (``_leave``): a waiter that gives up
-   is never taken for a lost holder (``zklocks._core.lock_delay``). Cleanup requests carry no
-   deadline: a connection loss during cleanup is retried after reconnect (an orphan
+4. **Every way out deletes our node**: timeout, a non-blocking miss, a refusal, an
+   error, KeyboardInterrupt, task cancellation. If the create was in flight and its fate
+   is unknown, find our node by attempt token and delete it. In the zklocks layout the
+   delete is a marked departure, as a release is (``_leave``): a waiter that gives up is
+   never taken for a lost holder (``zklocks._core.lock_delay``). Cleanup requests carry
+   no deadline: a connection loss during cleanup is retried after reconnect (an orphan
    would block everyone) up to ``CLEANUP_RETRIES`` times in a row (a server that breaks
    every connection must not keep the caller for ever), and a session expiry means the
    server has removed it already. On the way out of a call with a deadline the flow
-   yields its cleanup as one ``Cleanup``: the caller waits for it ``CLEANUP_GRACE``
-   past the deadline at most, and what is left goes on apart from the caller (a delete
-   takes milliseconds on a working server; a broken one would cost a reconnect per
-   retry). Every other request carries the call's deadline, and
-   one yielded again after a failure is marked ``retry``: the drivers never send a retry
-   after the deadline, so every retry loop ends there (a first try still goes out while
-   connected: ``timeout=0`` on a free lock succeeds).
+   yields its cleanup as one ``Cleanup``: the caller waits for it ``CLEANUP_GRACE`` past
+   the deadline at most, and what is left goes on apart from the caller (a delete takes
+   milliseconds on a working server; a broken one would cost a reconnect per retry).
+   Every other request carries the call's deadline, and one yielded again after a
+   failure is marked ``retry``: the drivers never send a retry after the deadline, so
+   every retry loop ends there (a first try still goes out while connected:
+   ``timeout=0`` on a free lock succeeds).
 
 One-node exclusive lock (``fair=False``): its own flow, ``zklocks._core.one_node``, whose
 docstring tells its rules; ``acquire`` and ``release`` here hand it over. What both flows
