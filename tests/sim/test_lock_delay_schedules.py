@@ -21,7 +21,7 @@ from zklocks._core import flow as _flow
 from zklocks._core.flow import AcquireSpec
 from zklocks._core.lock_delay import count_data, unmarked
 from zklocks._core.ops import Pipeline
-from zklocks._protocol.records import Children, Create
+from zklocks._protocol.records import Children, Create, Delete, Multi, Stat
 from zklocks.sim import SimulationFailure, explore
 from zklocks.sim.runner import Options, plan_for
 from zklocks.sim.scheduler import Simulation
@@ -97,3 +97,28 @@ def _all_taken_over(op: Pipeline) -> Generator[Any, Any, Any]:
 def test_a_flow_without_the_newcomer_rule_is_caught() -> None:
     with pytest.raises(SimulationFailure, match="within lock_delay"):
         explore(range(BUDGET), options=Options(lock_delay=DELAY), acquire=_newcomer_rule_off)
+
+
+def _unmarked_give_ups(spec: AcquireSpec) -> Generator[Any, Any, Any]:
+    """A flow whose waiters give up with a plain delete (as before issue 35's fix): the
+    acquire flow's only marked departures are its give-ups."""
+
+    def rewrite(op: Any, last: tuple[Any, Any]) -> Generator[Any, Any, Any] | None:
+        if not (isinstance(op, Multi) and isinstance(op.ops[0], Delete)):
+            return None
+        return _deleted_alone(op.ops[0])
+
+    return wrapped_flow(_flow.acquire(spec), rewrite)
+
+
+def _deleted_alone(delete: Delete) -> Generator[Any, Any, Any]:
+    reply = yield delete
+    return [None, Stat(czxid=1)] if reply is None else reply
+
+
+# The violation is raised while flows wait (at a lock-delay wait): the failed run's flows
+# are then closed where they stand, and their cleanup's yield is reported as ignored.
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_a_flow_whose_give_ups_leave_no_mark_is_caught() -> None:
+    with pytest.raises(SimulationFailure, match="no abnormal loss"):
+        explore(range(BUDGET), options=Options(lock_delay=DELAY), acquire=_unmarked_give_ups)
