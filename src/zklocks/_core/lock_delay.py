@@ -54,12 +54,14 @@ still exist (one ``exists``: only on this rare path).
 
 Limits, said in docs/locks.md: the first contender after a loss waits its delay however
 old the loss (a deletion carries no time); a waiter behind others sees a loss as the
-telling reaches it; a newcomer arriving while the first holder
-after a loss still holds waits a delay it may not need; shared holders releasing
-together may write an older count (a delay nobody needed, never a missed one); an
-unmarked deletion behind us in the same interval as a clean release ahead delays us
-too; more than ``ACCOUNT_MODULUS - 1`` losses nobody took over wrap the count; and
-removing the lock directory (the server reaps an empty container) forgets everything.
+telling reaches it; a newcomer arriving while the first holder after a loss still holds
+waits a delay it may not need, and so does one after a waiter's session ended while it
+queued; shared holders releasing together may write an older count; an unmarked deletion
+behind us in the same interval as a clean release ahead delays us too. Those err toward
+a delay nobody needed. These may miss one: a contender granted beside others (a reader,
+a permit) after a loss takes it over for all; more than ``ACCOUNT_MODULUS - 1`` losses
+nobody took over wrap the count; removing the lock directory (the server reaps an empty
+container) forgets everything.
 """
 
 from __future__ import annotations
