@@ -1,5 +1,6 @@
-"""Lock-delay in the flow (issue 35): the mark a clean release leaves, the listing that
-reads it, and the wait after an abnormal loss, stepped by hand on a fake clock.
+"""Lock-delay in the flow (issue 35): the mark a clean departure leaves (a release's, a
+give-up's), the listing that reads the directory's counts, the newcomer rule, telling
+the one behind, and the wait after an abnormal loss, stepped by hand on a fake clock.
 
 The census half: a clean hand-off costs the same five requests as without a lock-delay
 (the takeover's one ``exists`` becomes one listing; the release's delete one multi).
