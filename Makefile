@@ -118,7 +118,8 @@ TRIXIE_DIR ?= /var/tmp/zklocks-ci-trixie
 TRIXIE_TESTS ?= tests/unit --ignore=tests/unit/test_contrib_monitoring.py tests/peers \
 	$(addprefix tests/integration/test_,$(addsuffix .py,connection connection_tls \
 	transactions lock_family election election_async ensemble_tls cli_security \
-	hostile_input api_polish deadlines carrier_contract lock_delay)) docs/cli.md \
+	hostile_input api_polish deadlines carrier_contract lock_delay lock_delay_newcomer)) \
+	docs/cli.md \
 	tests/contract
 test-trixie:
 	DIST=trixie FRESH_DIR=$(TRIXIE_DIR) \

@@ -52,20 +52,22 @@ counted lost.
 node went *abnormally*, a contender that was already queued behind it is granted no
 earlier than ``D`` after that. The library's promise (docs/locks.md, "Lock-delay") is
 narrower than "no grant within D of a loss": a newcomer whose own first listing came
-after the loss is not delayed, by design, so the rule is applied only where the
-history proves each premise. X's loss is abnormal when X's client heard its session
-expire (``session-lost``) after X's ok and before X's release was invoked: the server
-deleted X's node, X did not. That deletion came after X's last held (the lease's own
-promise, the bound the exclusion check uses). Y was queued behind X when Y's token is
-above X's and Y recorded ``queued`` (its acquire's first listing had come back, the
-count's baseline) no later than X's last held: Y listed before the loss, saw it in a
-later listing, and owes the delay from then (unless its own session expired while it
-waited: the acquire then starts over with a new node, whose first listing is not the
-one recorded, so such a Y is not judged). So a Y granted after X's last held with
-``Y.ok < X.last held + D`` broke the rule; the true loss and Y's sight of it were both
-later, so the bound can miss a violation, never invent one. Read/write and semaphore
-runs are not judged: a holder beside us released cleanly can make up for a loss
-(a documented limit of the count), which the history cannot rule out.
+after the loss waits D from that listing, unless a holder took the loss over meanwhile,
+which the history cannot always tell; so newcomers are not judged here (the simulator
+judges them), and the rule is applied only where the history proves each premise. X's
+loss is abnormal when X's client heard its session expire (``session-lost``) after X's
+ok and before X's release was invoked: the server deleted X's node, X did not. That
+deletion came after X's last held (the lease's own promise, the bound the exclusion
+check uses). Y was queued behind X when Y's token is above X's and Y recorded ``queued``
+(its acquire's first listing had come back, the count's baseline) no later than X's last
+held: Y listed before the loss, saw it in a later listing, and owes the delay from then
+(unless its own session expired while it waited: the acquire then starts over with a new
+node, whose first listing is not the one recorded, so such a Y is not judged). So a Y
+granted after X's last held with ``Y.ok < X.last held + D`` broke the rule; the true
+loss and Y's sight of it were both later, so the bound can miss a violation, never
+invent one. Read/write and semaphore runs are not judged: a holder beside us released
+cleanly can make up for a loss (a documented limit of the count), which the history
+cannot rule out.
 
 The smallest failing window is the shortest span of the history that holds a
 violation's evidence: from the earliest record it uses to the latest.

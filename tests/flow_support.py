@@ -11,7 +11,7 @@ from zklocks._core.flow import AcquireSpec, Flow
 from zklocks._core.ops import TIMED_OUT, Pipeline, Wait, inline_cleanups
 from zklocks._core.steps import Gone
 from zklocks._protocol.errors import ClientClosedError, SessionExpiredError
-from zklocks._protocol.records import Created, NodeData, Stat
+from zklocks._protocol.records import Created, Delete, Multi, NodeData, SetData, Stat
 from zklocks._vocabulary import WatchEvent, WatchKind
 
 ATTEMPT = "a" * 32
@@ -113,3 +113,17 @@ def wrapped_flow(flow: Flow, rewrite: Any) -> Flow:
             op = flow.send(reply)
         except StopIteration as stop:
             return stop.value
+
+
+MARKED = [None, Stat(czxid=1)]
+"""A marked departure's reply (``Multi``: the delete, the directory's ``setData``)."""
+
+
+def left(op: Any) -> str:
+    """The node a waiter's way out removes, as the zklocks layout does it: one ``Multi``
+    deleting the node and marking the departure clean on its directory."""
+    assert isinstance(op, Multi), f"a way out should be a marked departure, not {op!r}"
+    delete, mark = op.ops
+    assert isinstance(delete, Delete) and isinstance(mark, SetData), op
+    assert mark.path == delete.path.rsplit("/", 1)[0], op
+    return delete.path

@@ -105,7 +105,7 @@ def test_metrics_after_acquisitions_timeouts_and_a_loss(
     assert value(s, "zklocks_leases_lost_total", reason="session_expired") == 1
     assert value(s, "zklocks_requests_total", op="create") >= 6
     assert value(s, "zklocks_requests_total", op="get_children") >= 6
-    # a release is one multi (delete + the lock-delay's mark); a timeout's cleanup a delete
+    # a release is one multi (delete + the lock-delay's mark), and so is a timeout's cleanup
     deletes = value(s, "zklocks_requests_total", op="delete")
     assert deletes + value(s, "zklocks_requests_total", op="multi") >= 5
     assert value(s, "zklocks_reconnects_total") >= 1  # the expired session was replaced

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from zklocks._core.lock_delay import count_data, unaccounted, unmarked
 from zklocks._protocol.errors import (
     BadArgumentsError,
     NoChildrenForEphemeralsError,
@@ -188,6 +189,37 @@ def test_a_marked_release_deletes_and_counts_on_the_directory_in_one_zxid(model:
     assert isinstance(listing, Children) and listing.names == [] and listing.stat.version == 1
     gone = model.apply(s, Multi((Delete("/d/b"), SetData("/d", b""))))
     assert isinstance(gone, NoNodeError)
+
+
+def test_the_directory_stat_counts_unmarked_deletions_and_the_data_the_taken_over(
+    model: Model,
+) -> None:
+    """What lock-delay reads from a listing alone: ``unmarked`` from cversion,
+    numChildren and version; the taken-over count from the data's length. A removal
+    records whether its own session deleted it (the invariants' ground truth)."""
+    s = model.open_session(10).id
+    t = model.open_session(10).id
+    model.apply(s, Create("/d", ephemeral=False))
+    for name in ("a", "b", "c", "d"):
+        model.apply(t if name == "c" else s, Create(f"/d/{name}", ephemeral=True))
+    model.apply(s, Multi((Delete("/d/a"), SetData("/d", b""))))  # marked
+    model.apply(t, Delete("/d/b"))  # another session's delete: unmarked
+    model.expire(t)  # the server's at the session's end: unmarked
+    listing = model.apply(s, GetChildren("/d", with_stat=True))
+    assert isinstance(listing, Children) and listing.names == ["d"]
+    assert unmarked(listing.stat) == 2 and unaccounted(listing.stat) == 2
+    model.apply(s, Multi((Delete("/d/d"), SetData("/d", count_data(2)))))
+    listing = model.apply(s, GetChildren("/d", with_stat=True))
+    assert isinstance(listing, Children) and unaccounted(listing.stat) == 0
+    assert [(r.name, r.marked, r.own) for r in model.removals] == [
+        ("a", True, True),
+        ("b", False, False),
+        ("c", False, False),
+        ("d", True, True),
+    ]
+    model.set_cversion("/d", 2**31 - 1)  # a history of clean departures up to the wrap
+    listing = model.apply(s, GetChildren("/d", with_stat=True))
+    assert isinstance(listing, Children) and unmarked(listing.stat) == 2
 
 
 def test_sessions_expire_after_their_timeout_of_silence(model: Model) -> None:

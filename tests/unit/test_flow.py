@@ -6,11 +6,13 @@ import pytest
 
 from flow_support import (
     ATTEMPT,
+    MARKED,
     OTHER,
     PATH,
     SESSION,
     Stepper,
     created,
+    left,
     mine,
     spec,
     theirs,
@@ -34,6 +36,7 @@ from zklocks._protocol.records import (
     Exists,
     GetChildren,
     GetData,
+    Multi,
     NodeData,
     Stat,
 )
@@ -129,9 +132,9 @@ def test_a_takeover_check_past_the_deadline_times_out_and_deletes_our_node() -> 
     s.wait(Gone(f"{PATH}/{theirs(1)}"))
     s.expect(Exists, TIMED_OUT)
     delete = s.op
-    assert isinstance(delete, Delete) and delete.path == f"{PATH}/{mine(2)}"
+    assert left(delete) == f"{PATH}/{mine(2)}"
     with pytest.raises(LockTimeout):
-        s.flow.send(None)
+        s.flow.send(MARKED)
 
 
 def test_timeout_deletes_then_raises() -> None:
@@ -140,9 +143,9 @@ def test_timeout_deletes_then_raises() -> None:
     flow.send((created(mine(2)), [theirs(1), mine(2)]))
     assert isinstance(flow.send((PRESENT,)), Wait)  # the watch is set: wait
     delete = flow.send(TIMED_OUT)
-    assert isinstance(delete, Delete) and delete.path == f"{PATH}/{mine(2)}"
+    assert left(delete) == f"{PATH}/{mine(2)}"
     with pytest.raises(LockTimeout):
-        flow.send(None)
+        flow.send(MARKED)
 
 
 def test_cleanup_keeps_the_caller_a_grace_past_its_deadline_at_most() -> None:
@@ -155,10 +158,10 @@ def test_cleanup_keeps_the_caller_a_grace_past_its_deadline_at_most() -> None:
     cleanup = flow.send(TIMED_OUT)
     assert isinstance(cleanup, Cleanup) and cleanup.deadline == 5.0 + CLEANUP_GRACE
     delete = next(cleanup.steps)
-    assert isinstance(delete, Delete) and delete.path == f"{PATH}/{mine(2)}"
+    assert left(delete) == f"{PATH}/{mine(2)}"
     assert delete.deadline is None  # the steps themselves wait as long as they must
     with pytest.raises(StopIteration):
-        cleanup.steps.send(None)
+        cleanup.steps.send(MARKED)
     with pytest.raises(LockTimeout):
         flow.send(None)  # whatever became of the steps: the caller's error, now
     # Without a deadline (interrupted, or refused) the caller waits for the end.
@@ -177,7 +180,7 @@ def test_cleanup_delete_is_retried_after_connection_loss() -> None:
     flow.send((PRESENT,))
     first = flow.send(TIMED_OUT)
     again = flow.send(ConnectionLossError())
-    assert isinstance(first, Delete) and again == first and again.deadline is None
+    assert left(first) and again == first and again.deadline is None
     with pytest.raises(LockTimeout):
         flow.send(NoNodeError())
 
@@ -185,7 +188,7 @@ def test_cleanup_delete_is_retried_after_connection_loss() -> None:
 def test_non_blocking_miss_deletes_our_node_and_returns_none() -> None:
     s = Stepper(acquire(spec(blocking=False)))
     s.expect(Pipeline, (created(mine(2)), [theirs(1), mine(2)]))
-    s.expect(Delete, None)
+    s.expect(Multi, MARKED)
     assert s.done and s.result is None
 
 
@@ -199,9 +202,9 @@ def test_interrupt_while_waiting_deletes_our_node_then_propagates(
     assert watched(watch) == (f"{PATH}/{theirs(1)}",)
     assert isinstance(flow.send((PRESENT,)), Wait)  # blocked in the wait
     delete = flow.throw(interrupt)
-    assert isinstance(delete, Delete) and delete.path == f"{PATH}/{mine(2)}"
+    assert left(delete) == f"{PATH}/{mine(2)}"
     with pytest.raises(type(interrupt)):
-        flow.send(None)
+        flow.send(MARKED)
 
 
 def test_interrupt_with_create_in_flight_finds_our_node_by_token() -> None:
@@ -213,9 +216,9 @@ def test_interrupt_with_create_in_flight_finds_our_node_by_token() -> None:
     assert isinstance(exists, Exists) and exists.path == f"{PATH}/{mine(2)}"
     assert isinstance(flow.send(Stat(czxid=5, ephemeral_owner=SESSION)), SessionId)
     delete = flow.send(SESSION)
-    assert isinstance(delete, Delete) and delete.path == f"{PATH}/{mine(2)}"
+    assert left(delete) == f"{PATH}/{mine(2)}"
     with pytest.raises(KeyboardInterrupt):
-        flow.send(None)
+        flow.send(MARKED)
 
 
 def test_protected_create_adopts_our_node_after_connection_loss() -> None:
@@ -275,9 +278,9 @@ def test_semaphore_refusal_deletes_our_node_and_raises() -> None:
     delete = flow.send(
         (created(f"lease-2-{ATTEMPT}-0000000002"), [other, f"lease-2-{ATTEMPT}-0000000002"])
     )
-    assert isinstance(delete, Delete)
+    assert left(delete)
     with pytest.raises(InvalidArgument, match="permits"):
-        flow.send(None)
+        flow.send(MARKED)
 
 
 def test_single_node_lock_uncontended_is_one_round_trip() -> None:
@@ -378,11 +381,11 @@ def test_a_second_interrupt_during_cleanup_does_not_leave_the_node() -> None:
     flow.send((created(mine(2)), [theirs(1), mine(2)]))
     flow.send((PRESENT,))
     first = flow.send(TIMED_OUT)
-    assert isinstance(first, Delete)
+    assert left(first)
     again = flow.throw(KeyboardInterrupt())  # Ctrl-C while the delete waits
     assert again == first  # the delete is sent again, not abandoned
     with pytest.raises(KeyboardInterrupt):
-        flow.send(None)  # deleted: now the interruption goes on up
+        flow.send(MARKED)  # deleted: now the interruption goes on up
 
 
 def test_create_parents_retries_after_session_expiry() -> None:

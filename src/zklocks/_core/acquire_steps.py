@@ -23,7 +23,7 @@ from zklocks._core import layouts as _layouts
 from zklocks._core.contender import Contender, contender_of
 from zklocks._core.ops import TIMED_OUT, Cleanup, Op, Pipeline
 from zklocks._core.security import AclPolicy, public_acl, weak_directory_message, weaker_entries
-from zklocks._core.steps import Gone, await_deletion, make_parents
+from zklocks._core.steps import Changed, Gone, await_deletion, make_parents
 from zklocks._core.strategies import WaitFor
 from zklocks._errors import AccessDenied, ClientClosed, LockError, LockTimeout
 from zklocks._protocol.errors import (
@@ -86,6 +86,12 @@ class AcquireSpec:
     clock: Callable[[], float] = time.monotonic  # the deadline's clock (the session's)
 
     @property
+    def marks_departures(self) -> bool:
+        """Our nodes leave with a mark on the directory, and every listing reads its stat
+        (the zklocks layout: ``zklocks._core.lock_delay``)."""
+        return self.layout is _layouts.ZKLOCKS
+
+    @property
     def node_acl(self) -> tuple[WireACL, ...]:
         return () if self.acl is None else self.acl.wire
 
@@ -102,6 +108,8 @@ class Acquired:
     node: str
     token: int
     owner: int = 0
+    # the lock directory's stat at our latest listing: what our release writes there
+    seen: Stat | None = field(default=None, compare=False)
 
 
 @dataclass(slots=True)
@@ -115,9 +123,14 @@ class Attempt:
 
 
 def await_blocker_deletion(
-    spec: AcquireSpec, decision: WaitFor, holding: frozenset[str] = frozenset()
-) -> Generator[Op, Any, str | None]:
-    """Wait until a blocker is deleted: its name, or None if our session expired.
+    spec: AcquireSpec,
+    decision: WaitFor,
+    holding: frozenset[str] = frozenset(),
+    *,
+    changes: bool = False,
+) -> Generator[Op, Any, str | Changed | None]:
+    """Wait until a blocker is deleted: its name, or None if our session expired (with
+    ``changes``, also until a blocker's data changes: ``Changed``).
 
     ``holding``: the blockers that hold the lock; a timeout names the first whose data
     the watch read (``LockTimeout.holder``), at no extra request."""
@@ -125,9 +138,13 @@ def await_blocker_deletion(
     seen: dict[str, NodeData] = {}
     retry = False
     while True:
-        reply = yield from await_deletion(blockers, spec.deadline, retry=retry, seen=seen)
+        reply = yield from await_deletion(
+            blockers, spec.deadline, retry=retry, seen=seen, changes=changes
+        )
         if isinstance(reply, Gone):
             return reply.node.rsplit("/", 1)[1]
+        if isinstance(reply, Changed):
+            return reply
         if reply is TIMED_OUT:
             raise timed_out(spec, _holder(spec, decision, holding, seen))
         if isinstance(reply, SessionExpiredError):

@@ -41,20 +41,22 @@ Queued kinds (fair lock, read, write, semaphore lease):
    the same deadline). A late event never decides alone: a session's end heard while
    waiting may be an older session's (``_our_session_ended``), and the deletion of the
    one-node ``lock`` may be an earlier holder's (its name is reused: list again).
-4. **Every way out deletes our node**: timeout, a non-blocking miss, a refusal, an error,
-   KeyboardInterrupt, task cancellation. If the create was in flight and its fate is
-   unknown, find our node by attempt token and delete it. Cleanup requests carry no
-   deadline: a connection loss during cleanup is retried after reconnect (an orphan
+4. **Every way out deletes our node**: timeout, a non-blocking miss, a refusal, an
+   error, KeyboardInterrupt, task cancellation. If the create was in flight and its fate
+   is unknown, find our node by attempt token and delete it. In the zklocks layout the
+   delete is a marked departure, as a release is (``_leave``): a waiter that gives up is
+   never taken for a lost holder (``zklocks._core.lock_delay``). Cleanup requests carry
+   no deadline: a connection loss during cleanup is retried after reconnect (an orphan
    would block everyone) up to ``CLEANUP_RETRIES`` times in a row (a server that breaks
    every connection must not keep the caller for ever), and a session expiry means the
    server has removed it already. On the way out of a call with a deadline the flow
-   yields its cleanup as one ``Cleanup``: the caller waits for it ``CLEANUP_GRACE``
-   past the deadline at most, and what is left goes on apart from the caller (a delete
-   takes milliseconds on a working server; a broken one would cost a reconnect per
-   retry). Every other request carries the call's deadline, and
-   one yielded again after a failure is marked ``retry``: the drivers never send a retry
-   after the deadline, so every retry loop ends there (a first try still goes out while
-   connected: ``timeout=0`` on a free lock succeeds).
+   yields its cleanup as one ``Cleanup``: the caller waits for it ``CLEANUP_GRACE`` past
+   the deadline at most, and what is left goes on apart from the caller (a delete takes
+   milliseconds on a working server; a broken one would cost a reconnect per retry).
+   Every other request carries the call's deadline, and one yielded again after a
+   failure is marked ``retry``: the drivers never send a retry after the deadline, so
+   every retry loop ends there (a first try still goes out while connected:
+   ``timeout=0`` on a free lock succeeds).
 
 One-node exclusive lock (``fair=False``): its own flow, ``zklocks._core.one_node``, whose
 docstring tells its rules; ``acquire`` and ``release`` here hand it over. What both flows
@@ -137,7 +139,7 @@ def acquire(spec: AcquireSpec) -> Generator[Op, Any, Acquired | None]:
 
 
 def release(
-    node: str, token: int, owner: int = 0, *, mark: bool = False
+    node: str, token: int, owner: int = 0, *, mark: bool = False, seen: Stat | None = None
 ) -> Generator[Op, Any, bool]:
     """Delete our node; ``True`` if it was still there (the lease was not lost to deletion).
 
@@ -151,15 +153,16 @@ def release(
     ``owner=0`` once the lease is lost: another client may have deleted our node, and
     the ``lock`` there now is someone else's though our session lives.
 
-    ``mark``: a holder's own release in the zklocks layout, which also counts a clean
-    release on the directory in the same transaction (``zklocks._core.lock_delay``), so
-    that a successor with a ``lock_delay`` hands over at once. A take-back or a break
-    deletes the node alone.
+    ``mark``: a holder's own release in the zklocks layout, which also marks it clean
+    on the directory in the same transaction (``zklocks._core.lock_delay``), so that a
+    successor with a ``lock_delay`` hands over at once, and writes there the losses it
+    took over: those counted by ``seen``, the directory's stat at its latest listing. A
+    take-back or a break deletes the node alone.
     """
     if node.rsplit("/", 1)[1] == _nodes.SINGLE_NODE:
         return (yield from shielded(_one_node.delete(node, token=token, owner=owner)))
     if mark:
-        marked = yield from shielded(_lock_delay.release_marked(node))
+        marked = yield from shielded(_lock_delay.release_marked(node, _lock_delay.taken_over(seen)))
         if marked is not None:
             return marked
     return (yield from shielded(delete_node(node)))
@@ -252,8 +255,8 @@ def _protected_create(spec: AcquireSpec, attempt: Attempt) -> Generator[Op, Any,
         deadline=spec.deadline,
         acl=spec.node_acl,
     )
-    # with a lock-delay, the listing also reads the directory's stat (getChildren2)
-    listing = GetChildren(spec.path, deadline=spec.deadline, with_stat=spec.lock_delay is not None)
+    # in the zklocks layout the listing also reads the directory's stat (getChildren2)
+    listing = GetChildren(spec.path, deadline=spec.deadline, with_stat=spec.marks_departures)
     first = create_pipeline(spec, create, listing)
     retry = parents_made = False
     while True:
@@ -278,7 +281,7 @@ def _protected_create(spec: AcquireSpec, attempt: Attempt) -> Generator[Op, Any,
             if isinstance(listed, Children):
                 children, attempt.directory = listed.names, listed.stat
             # the pipelined listing was lost: list again, with the count (seed 635)
-            if not isinstance(children, list) and spec.lock_delay is not None:
+            if not isinstance(children, list) and spec.marks_departures:
                 children, attempt.directory = yield from _list_with_stat(spec)
             if not isinstance(children, list):
                 children = yield from list_children(spec)
@@ -311,7 +314,7 @@ def _find_own_node(
     while True:
         # an adopted node's first count is read here (simulator seed 82)
         children = yield GetChildren(
-            spec.path, deadline=deadline, retry=retry, with_stat=spec.lock_delay is not None
+            spec.path, deadline=deadline, retry=retry, with_stat=spec.marks_departures
         )
         if isinstance(children, Children):
             attempt.directory, children = children.stat, children.names
@@ -354,7 +357,6 @@ def _wait_in_line(
     me = dialect.read(created.path.rsplit("/", 1)[1])
     assert me is not None, created.path
     me = _dialects.with_permits(me, spec.permits)
-    granted = Acquired(created.path, created.stat.czxid, created.stat.ephemeral_owner)
     losses = _loss_watch(spec)
     line = dialect.line_up_to(me, attempt.children)
     if losses is not None and line is not None:
@@ -371,7 +373,7 @@ def _wait_in_line(
                 if not (yield from _still_exists(spec, created)):
                     return (yield from _rejoin(spec, created))
             attempt.node = None  # it is the caller's now; nothing to clean up
-            return granted
+            return _granted(created, attempt)
         if isinstance(decision, Refused):
             raise InvalidArgument(f"{spec.path}: {decision.reason}")
         if not spec.blocking:
@@ -389,9 +391,11 @@ def _wait_in_line(
         }
         holding = _holders_among(spec, line, decision.nodes)
         line = []
-        gone = yield from await_blocker_deletion(spec, decision, holding)
+        # with a lock-delay, a blocker's touch (it saw a loss) makes us list too
+        told = losses is not None
+        gone = yield from await_blocker_deletion(spec, decision, holding, changes=told)
         while gone is None and not (yield from _our_session_ended(spec, created)):
-            gone = yield from await_blocker_deletion(spec, decision, holding)
+            gone = yield from await_blocker_deletion(spec, decision, holding, changes=told)
         if gone is None:
             return _START_OVER
         if gone in takeover and losses is None:
@@ -402,17 +406,26 @@ def _wait_in_line(
             if not (yield from _still_exists(spec, created)):
                 return (yield from _rejoin(spec, created))
             attempt.node = None
-            return granted
-        if losses is None:
+            return _granted(created, attempt)
+        if not spec.marks_departures:
             line = dialect.line_up_to(me, (yield from list_children(spec)))
             continue
         # With a lock-delay the listing proves a takeover too (it shows our node, as
         # ``exists`` would: the same one request), and its stat tells a clean
-        # release from an abnormal loss.
+        # release from an abnormal loss; without one, the stat is what our release
+        # will write back (``zklocks._core.lock_delay``).
         names, directory = yield from _list_with_stat(spec)
         line = dialect.line_up_to(me, names)
-        if line is not None:
+        if directory is not None:
+            attempt.directory = directory
+        if losses is not None and line is not None:
             losses.listed(names, directory, line, me)
+            yield from losses.tell_behind(created.path, spec.data)
+
+
+def _granted(created: Created, attempt: Attempt) -> Acquired:
+    stat = created.stat
+    return Acquired(created.path, stat.czxid, stat.ephemeral_owner, attempt.directory)
 
 
 def _loss_watch(spec: AcquireSpec) -> _lock_delay.LossWatch | None:
@@ -429,6 +442,8 @@ def _list_with_stat(spec: AcquireSpec) -> Generator[Op, Any, tuple[list[str], St
         reply = yield GetChildren(spec.path, deadline=spec.deadline, retry=retry, with_stat=True)
         if isinstance(reply, Children):
             return reply.names, reply.stat
+        if isinstance(reply, list):  # a driver that answered without the stat
+            return reply, None
         if reply is TIMED_OUT:
             raise no_connection_in_time(spec.path)
         if isinstance(reply, SessionExpiredError | NoNodeError):
@@ -513,6 +528,18 @@ def _cleanup_attempt(spec: AcquireSpec, attempt: Attempt) -> Generator[Op, Any, 
     if attempt.node is None and attempt.create_in_flight:
         yield from _find_own_node(spec, attempt)
     if attempt.node is not None:
-        yield from delete_node(attempt.node)
+        yield from _leave(spec, attempt.node, attempt.directory)
         attempt.node = None
     attempt.create_in_flight = False
+
+
+def _leave(spec: AcquireSpec, node: str, seen: Stat | None) -> Generator[Op, Any, bool]:
+    """A waiter gives up: in the zklocks layout its node leaves marked clean, as a
+    release does, and writes back the count of losses taken over that it saw (it takes
+    none over), so a loss is never counted again when a waiter behind it leaves
+    (``zklocks._core.lock_delay``); a directory that refuses the mark: deleted alone."""
+    if spec.marks_departures:
+        marked = yield from _lock_delay.release_marked(node, _lock_delay.kept(seen))
+        if marked is not None:
+            return marked
+    return (yield from delete_node(node))

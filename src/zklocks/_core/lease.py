@@ -50,6 +50,7 @@ from zklocks._core import revoke as _revoke
 from zklocks._core import waiting as _waiting
 from zklocks._core.deadline import Deadline
 from zklocks._errors import LockError, LockLost
+from zklocks._protocol.records import Stat
 from zklocks._vocabulary import SessionFacts
 
 LostCallback = Callable[["LeaseBase"], None]
@@ -109,6 +110,8 @@ class LeaseBase:
         self._node_watched = False
         self._looked = False  # looked (or looking) since the watch was set
         self._waiting = _waiting.Waiting()  # who queues behind: add_waiting_callback
+        # the lock directory's stat at the grant's latest listing (zklocks._core.lock_delay)
+        self._seen: Stat | None = None
 
     @property
     def token(self) -> int:

@@ -13,9 +13,11 @@ only sends requests and waits (``zklocks._core.ops``). What ends a wait:
 * the deadline: ``TIMED_OUT``.
 
 A ``CHANGED`` event on a blocker used its watch up but is not a deletion: set the
-watches again. The inbox holds a whole flow run's events, so it may also bring events of
-watches set by an earlier wait, on nodes that no longer block us: they change nothing,
-and the wait goes on without a request.
+watches again (or, when the caller asks, end the wait with ``Changed``: a waiter with a
+lock-delay lists then, for a blocker writes its node again when it sees a loss,
+``zklocks._core.lock_delay``). The inbox holds a whole flow run's events, so it may
+also bring events of watches set by an earlier wait, on nodes that no longer block us:
+they change nothing, and the wait goes on without a request.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ from zklocks._protocol.records import (
 from zklocks._vocabulary import WatchEvent, WatchKind
 
 __all__ = [
+    "Changed",
     "Gone",
     "WaitOutcome",
     "ancestors",
@@ -67,8 +70,16 @@ class Gone:
     node: str
 
 
-WaitOutcome: TypeAlias = Gone | Reply
-"""What ``await_deletion`` returns: ``Gone``, ``TIMED_OUT``, or the error that ended it."""
+@dataclass(frozen=True, slots=True)
+class Changed:
+    """A watched node's data changed (it still exists)."""
+
+    node: str
+
+
+WaitOutcome: TypeAlias = Gone | Changed | Reply
+"""What ``await_deletion`` returns: ``Gone``, ``Changed`` (only if asked for),
+``TIMED_OUT``, or the error that ended it."""
 
 
 # -- waiting for a deletion --------------------------------------------------------------
@@ -80,8 +91,10 @@ def await_deletion(
     *,
     retry: bool = False,
     seen: dict[str, NodeData] | None = None,
+    changes: bool = False,
 ) -> Generator[Op, Any, WaitOutcome]:
-    """Watch ``nodes`` (full paths) until one is deleted, the deadline, or session end.
+    """Watch ``nodes`` (full paths) until one is deleted, the deadline, or session end
+    (with ``changes``, also until one's data changes: ``Changed``).
 
     ``seen`` gets each node's data as its watch read it (who a timeout waited for)."""
     watch = watch_pipeline(nodes, deadline, retry=retry)
@@ -101,7 +114,10 @@ def await_deletion(
             done = wake_reply(events, nodes)
             if done is not None:
                 return done
-            if any(event.path in nodes for event in events):
+            changed = next((event.path for event in events if event.path in nodes), None)
+            if changed is not None and changes:
+                return Changed(changed)
+            if changed is not None:
                 break  # a change used a watch of ours up: set the watches again
         if retry:
             watch = watch_pipeline(nodes, deadline)  # setting them again is no retry

@@ -160,6 +160,7 @@ def acquire(
     if acquired is None:
         return None
     lease: L = lock._client._watch_lease(acquired)
+    lease._seen = acquired.seen  # what its release writes on the lock directory
     lease._label(probe.kind, probe.path, probe.trace)
     lock._adopt(lease)
     lock._holdings.add(owner, lease)
@@ -231,14 +232,15 @@ def give_up(lock: LockCore[L], lease: L) -> Operation[None]:
 
 def end(lease: LeaseBase, *, mark: bool = False) -> Generator[Op, Any, bool]:
     """End ``lease`` (a later loss is no longer news) and return the flow that deletes
-    its node; the simulator's clients release through here too. ``mark``: count a clean
-    release on the lock directory (the zklocks layout), which a successor with a
-    ``lock_delay`` reads (``zklocks._core.lock_delay``)."""
+    its node; the simulator's clients release through here too. ``mark``: mark the
+    release clean on the lock directory (the zklocks layout), with the losses its
+    latest listing saw taken over, which a contender with a ``lock_delay`` reads
+    (``zklocks._core.lock_delay``)."""
     # once lost (our node deleted by someone, say), whoever holds the lock now may
     # not be us: the one-node release then reads the node before deleting it
     owner = 0 if lease.lost else lease.owner
     lease._end()
-    return _flow.release(lease.node, lease.token, owner, mark=mark)
+    return _flow.release(lease.node, lease.token, owner, mark=mark, seen=lease._seen)
 
 
 def take_back(path: str, lease: LeaseBase) -> Operation[None]:

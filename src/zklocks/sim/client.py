@@ -30,7 +30,6 @@ from zklocks._core.lease_keeper import LeaseKeeper
 from zklocks._core.lock_delay import LockDelayWait
 from zklocks._core.ops import (
     TIMED_OUT,
-    Children,
     Cleanup,
     Op,
     Pipeline,
@@ -160,7 +159,6 @@ class SimClient:
         self.pending_watches: list[tuple[str, Watcher]] = []  # sent on reconnect
         self.pending_apart: list[operations.Operation[None]] = []  # run on reconnect
         self.spec: _flow.AcquireSpec | None = None  # the attempt under way (or the last)
-        self.first_stat_listing: float | None = None  # when it first read the directory's stat
         self.released: list[Grant] = []  # released by the operation under way
         self.hold: Sleep | None = None  # the hold under way, which letting go cuts short
         self.keeper = LeaseKeeper(lambda: self.facts, self.schedule)
@@ -314,7 +312,6 @@ class SimClient:
         def draw(deadline: float | None, blocking: bool) -> _flow.AcquireSpec:
             spec = sim.spec_for(self, cycle, path, deadline, blocking)
             self.spec, self.attempt = spec, spec.attempt
-            self.first_stat_listing = None
             if sim.trace is not None:
                 until = "never" if deadline is None else f"{deadline:.4f}"
                 sim.note(self, f"acquire {spec.kind} blocking={blocking} deadline={until}")
@@ -506,21 +503,12 @@ class SimClient:
         if isinstance(op, Pipeline):
             watcher = op.watcher or (fired.append if op.watch else None)
             self.awaiting = tuple(r.path for r in op.requests) if op.watch else None
-            replies = tuple((yield from self.call(op.requests, op.deadline, watcher)))
-            self._note_stat_listing(replies)
-            return replies
+            return tuple((yield from self.call(op.requests, op.deadline, watcher)))
         self.awaiting = None
         if isinstance(op, SessionId):
             return self.session_id
         assert not isinstance(op, Cleanup), "drive() runs cleanup in place"
-        reply = (yield from self.call((op,), op.deadline))[0]
-        self._note_stat_listing((reply,))
-        return reply
-
-    def _note_stat_listing(self, replies: Sequence[Reply]) -> None:
-        """The lock-delay's count starts at the first listing with the directory's stat."""
-        if self.first_stat_listing is None and any(isinstance(r, Children) for r in replies):
-            self.first_stat_listing = self.sim.now
+        return (yield from self.call((op,), op.deadline))[0]
 
     def call(
         self, requests: Sequence[Request], deadline: float | None, watcher: Watcher | None = None

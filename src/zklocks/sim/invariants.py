@@ -52,12 +52,13 @@ With operations (``max_hold`` and revokes)
 
 With a lock-delay (``lock_delay``: every queued contender's)
   * **No grant within the delay**: an exclusive grant comes no earlier than
-    ``lock_delay`` after a holder ahead of it was removed other than by its own release
-    (expired, deleted, taken back: judged by what the holder did, not by the flow's
-    mark), counted from its first listing that read the count (a newcomer's limit,
-    docs/locks.md).
-  * **No delay after clean releases**: a contender waits out a lock-delay only after a
-    node ahead of it went other than by its holder's release.
+    ``lock_delay`` after a holder ahead of it, or one lost before it queued (the
+    newcomer), was removed other than by its own release (expired, deleted, taken
+    back: judged by what the holder did, not by the flow's mark), unless another node
+    was granted since (it took the loss over, docs/locks.md).
+  * **No delay after clean departures**: a contender waits out a lock-delay only where
+    a node of its directory went other than of its own accord (a holder's release, a
+    waiter's give-up).
 
 At quiescence (nothing can ever happen again)
   * every client finished its script: none waits for ever (missed wake-up, deadlock);
@@ -115,6 +116,8 @@ class Checker:
         # node -> when its holder began to release it: a removal after that is clean,
         # whatever the flow marked (the invariants judge by what the holder did)
         self.releasing: dict[str, float] = {}
+        self.granted_nodes: set[str] = set()  # every node granted to its client
+        self.grants_at: dict[str, list[tuple[float, str]]] = {}  # directory: (when, node)
 
     def queue(self, path: str | None = None) -> list[_nodes.NodeName]:
         """The server's line under a lock path now (the main path's cached per change)."""
@@ -306,6 +309,9 @@ class Checker:
                 )
         if spec.fair and spec.lock_delay is not None:
             self._check_lock_delay(client, holding, spec)
+        self.granted_nodes.add(holding.node)
+        directory = holding.node.rsplit("/", 1)[0]
+        self.grants_at.setdefault(directory, []).append((self.sim.now, holding.node))
         if lost:
             return
         if spec.path != self.scenario.path:  # multi: tokens grow per path
@@ -326,58 +332,78 @@ class Checker:
         self.top_token = max(self.top_token, holding.token)
 
     def _check_lock_delay(self, client: SimClient, holding: Grant, spec: AcquireSpec) -> None:
-        """No grant within ``lock_delay`` of an abnormal loss of a holder ahead of it
-        (exclusive kinds: for shared ones the clean-release count has a documented limit)."""
+        """No grant within ``lock_delay`` of an abnormal loss of a holder that no later
+        holder took over: one ahead of it in line, or one lost before it queued (the
+        newcomer's half). Exclusive kinds: for shared ones the count has documented
+        limits."""
         assert spec.lock_delay is not None
         exclusive = spec.kind.exclusive or (spec.kind is _kinds.PERMIT and self.permits == 1)
         if not exclusive:
             return
-        seen_from = client.first_stat_listing
-        for loss in self.abnormal_losses_ahead(holding.node):
-            if seen_from is None or loss.at < seen_from:
-                continue  # before its first count: the newcomer's limit (docs/locks.md)
+        for loss in self.open_losses(holding.node):
             if self.sim.now < loss.at + spec.lock_delay - 1e-9:  # float sums
                 raise Violation(
                     f"{client} was granted {holding.node.rsplit('/', 1)[1]} at "
                     f"{self.sim.now:.6f}, within lock_delay {spec.lock_delay} of the abnormal "
-                    f"loss of {loss.name} at {loss.at:.6f}"
+                    f"loss of {loss.name} at {loss.at:.6f}, which no holder took over"
                 )
 
     def on_lock_delay(self, client: SimClient, node: str | None) -> None:
-        """A contender waits out a lock-delay only after a node ahead of it went without
-        a clean release (a holder lost, or a waiter that may have been granted: the safe
-        side), never after clean releases alone."""
+        """A contender waits out a lock-delay only where a node left abnormally (lost,
+        or a waiter taken away: the count cannot say whose), never where every node
+        left of its own accord (a release, a waiter giving up)."""
         self.lock_delays += 1
-        if node is None or not self.abnormal_losses_ahead(node, holders_only=False):
+        spec = client.spec  # our node may be gone meanwhile: the wait ends, then it looks
+        directory = node.rsplit("/", 1)[0] if node is not None else spec and spec.path
+        removals = self.sim.model.removals
+        if not any(r.directory == directory and self.abnormal(r) for r in removals):
             raise Violation(
-                f"{client} waits out a lock-delay with no abnormal loss ahead of {node}"
+                f"{client} waits out a lock-delay with no abnormal loss in {directory} (for {node})"
             )
 
-    def abnormal_losses_ahead(self, node: str, *, holders_only: bool = True) -> list[Removal]:
-        """Removals not by their holder's own release (the ground truth, not the flow's
-        mark) of nodes that held (or any node, without ``holders_only``) ahead of
-        ``node`` (full path), while it was in line."""
+    def abnormal(self, removal: Removal) -> bool:
+        """Did the node go other than of its own accord? The ground truth, not the flow's
+        mark: a holder's own release (``releasing``, unless ``max_hold`` took the node
+        back first) or a waiter's own give-up (deleted by its own session, never
+        granted) is clean; an expiry, another session's delete, a take-back are not,
+        nor any end of a one-node ``lock`` beside queued ones (a misuse: it marks
+        nothing, so a queued contender may wait after its release)."""
+        if removal.name == _nodes.SINGLE_NODE:
+            return True
+        node = f"{removal.directory}/{removal.name}"
+        released = self.releasing.get(node)
+        if released is not None and released <= removal.at:
+            return False
+        return not (removal.own and node not in self.granted_nodes)
+
+    def open_losses(self, node: str) -> list[Removal]:
+        """Abnormal removals of nodes that held, before ``node`` (full path) was
+        granted, that could block it (ahead of it in line, or gone before it queued),
+        with no grant of another node of the directory since (a takeover)."""
         directory, name = node.rsplit("/", 1)
+        taken_over = max(
+            (at for at, other in self.grants_at.get(directory, ()) if other != node),
+            default=None,
+        )
         found = []
         for removal in self.sim.model.removals:
-            if removal.directory != directory or name not in removal.children:
+            if removal.directory != directory or (
+                taken_over is not None and removal.at < taken_over
+            ):
                 continue
-            single = removal.name == _nodes.SINGLE_NODE  # a misuse beside queued ones:
-            if single and holders_only:  # the one-node lock marks nothing, so a queued
-                continue  # contender may wait after its clean release, never must
-            released = self.releasing.get(f"{directory}/{removal.name}")
-            if not single and released is not None and released <= removal.at:
-                continue  # its holder's own release: clean
+            if removal.name == _nodes.SINGLE_NODE:  # a misuse beside queued ones: the
+                continue  # one-node lock marks nothing, so it never must delay anyone
+            if not self.abnormal(removal):
+                continue
             permits = self.scenario.permits
-            children = list(removal.children)
-            line = [_dialects.with_permits(n, permits) for n in self._line(children)]
+            line = [_dialects.with_permits(n, permits) for n in self._line(list(removal.children))]
             names = [n.name for n in line]
-            if name not in names or removal.name not in names:
+            if removal.name not in names:
                 continue
-            if names.index(removal.name) > names.index(name):
-                continue
+            if name in names and names.index(removal.name) > names.index(name):
+                continue  # behind us: it never blocked us
             gone = line[names.index(removal.name)]
-            if not holders_only or isinstance(self.rules.decide(gone, line), Granted):
+            if isinstance(self.rules.decide(gone, line), Granted):
                 found.append(removal)
         return found
 

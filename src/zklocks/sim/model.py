@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from zklocks._core.ops import Reply, Request
 from zklocks._protocol.errors import (
     BadArgumentsError,
+    BadVersionError,
     NoChildrenForEphemeralsError,
     NodeExistsError,
     NoNodeError,
@@ -130,14 +131,17 @@ class Node:
 
 @dataclass(frozen=True, slots=True)
 class Removal:
-    """An ephemeral node's deletion: when, which, whether by a marked (clean) release,
-    and its directory's children just before (the line it left)."""
+    """An ephemeral node's deletion: when, which, whether by a marked (clean) departure,
+    its directory's children just before (the line it left), and whether its own
+    session's request deleted it (not the server at the session's end, nor another
+    session)."""
 
     at: float
     directory: str
     name: str
     marked: bool
     children: tuple[str, ...]
+    own: bool = False
 
 
 @dataclass(slots=True)
@@ -173,6 +177,7 @@ class Model:
         self.outbox: list[Notification] = []
         self.removals: list[Removal] = []  # of ephemeral nodes, for the lock-delay checks
         self._marking = False  # inside a marked release (``release_marked``)
+        self._deleter = 0  # the session whose request deletes a node now (0: the server)
         self._next_session = _FIRST_SESSION
         self._data_watches: dict[str, dict[int, None]] = {}
         self._child_watches: dict[str, dict[int, None]] = {}
@@ -258,6 +263,9 @@ class Model:
                 return Children(names, self.nodes[request.path].stat())
             return names
         if isinstance(request, Multi):
+            match request.ops:
+                case (SetData(path=path, data=data, version=version),):
+                    return self.touch_data(session_id, path, data, version)
             return self.release_marked(session_id, request)
         if isinstance(request, GetData):
             return self.get_data(session_id, request.path, watch=watch)
@@ -309,7 +317,11 @@ class Model:
         if node.children:
             return NotEmptyError(path=path)
         self.zxid += 1
-        self._remove(path, self.zxid)
+        self._deleter = session_id
+        try:
+            self._remove(path, self.zxid)
+        finally:
+            self._deleter = 0
         return None
 
     def set_data(self, session_id: int, path: str, data: bytes) -> Stat | ZooKeeperError:
@@ -324,6 +336,18 @@ class Model:
         node.version = int32(node.version + 1)
         self._fire(self._data_watches, path, WatchKind.CHANGED)
         return node.stat()
+
+    def touch_data(self, session_id: int, path: str, data: bytes, version: int) -> Reply:
+        """The other multi the flows send (``LossWatch.tell_behind``): one ``setData``
+        of a node at ``version`` (``BadVersionError`` if it moved on)."""
+        node = self._node_for(session_id, path)
+        if isinstance(node, ZooKeeperError):
+            return node
+        if version not in (-1, node.version):
+            return BadVersionError(path=path)
+        stat = self.set_data(session_id, path, data)
+        results: list[MultiResult] = [stat if isinstance(stat, Stat) else None]
+        return results
 
     def release_marked(self, session_id: int, multi: Multi) -> Reply:
         """The one multi the flows send (``zklocks._core.lock_delay.release_marked``):
@@ -342,11 +366,11 @@ class Model:
             raise ValueError(f"the simulator models one multi only: {multi!r}")
         self.zxid += 1
         self.writes += 1
-        self._marking = True
+        self._marking, self._deleter = True, session_id
         try:
             self._remove(path, self.zxid)
         finally:
-            self._marking = False
+            self._marking, self._deleter = False, 0
         directory = self.nodes[parent]
         directory.data = data
         directory.mzxid = self.zxid
@@ -400,8 +424,13 @@ class Model:
         return doomed
 
     def set_cversion(self, path: str, cversion: int) -> None:
-        """Put a node's create counter anywhere (e.g. just before the 32-bit wrap)."""
-        self.nodes[path].cversion = int32(cversion)
+        """Put a node's create counter anywhere (e.g. just before the 32-bit wrap), as if
+        the children made meanwhile had come and left cleanly: the data version grows
+        by as many marks (a real directory near the wrap has had that history, and its
+        count of unmarked deletions stays what it was, ``zklocks._core.lock_delay``)."""
+        node = self.nodes[path]
+        node.version = int32(node.version + int32(cversion - node.cversion))
+        node.cversion = int32(cversion)
         self.writes += 1
 
     def take_outbox(self) -> list[Notification]:
@@ -457,7 +486,9 @@ class Model:
         if node.ephemeral_owner != 0:
             name = path.rsplit("/", 1)[1]
             siblings = tuple(parent.children)
-            self.removals.append(Removal(self.now, parent_path, name, self._marking, siblings))
+            own = self._deleter == node.ephemeral_owner
+            removal = Removal(self.now, parent_path, name, self._marking, siblings, own)
+            self.removals.append(removal)
         del parent.children[path.rsplit("/", 1)[1]]
         parent.pzxid = zxid  # cversion counts creates only (3.8's PrepRequestProcessor)
         if node.ephemeral_owner != 0:
