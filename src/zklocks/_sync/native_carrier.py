@@ -55,6 +55,7 @@ class _Latch:
     """
 
     __slots__ = ("_answered", "_error", "_left", "_lock", "_replies", "count")
+    threadsafe = True  # a caller reading the socket may answer it (``caller_reads.py``)
 
     def __init__(self, count: int) -> None:
         self.count = count
@@ -114,6 +115,7 @@ class _Slot:
     """One request's place in a ``_Latch``: the token the connection answers."""
 
     __slots__ = ("_done", "index", "latch")
+    threadsafe = True
 
     def __init__(self, latch: _Latch, index: int) -> None:
         self.latch = latch
@@ -297,8 +299,10 @@ class NativeSyncCarrier:
             return [ClientClosedError() for _ in requests]
         done = _Latch(len(requests))
         if self._connection.submit_from_thread(requests, done.tokens(), watcher):
-            # Sent from this thread; the loop answers the latch, or fails it with the
+            # Sent from this thread. This thread reads the replies while no other does;
+            # else whoever reads answers the latch, or the loop fails it with the
             # connection (a drop, close()), exactly as it does the futures below.
+            self._connection.read_until(done.done)
             return done.wait()
         with self._pending_lock:  # close() answers whatever the stopped loop never will
             if self._closed:

@@ -78,6 +78,7 @@ from zklocks._protocol.errors import (
 )
 from zklocks._protocol.session import (
     Established,
+    Event,
     Expired,
     ReceiveError,
     Session,
@@ -88,6 +89,7 @@ from zklocks._transport import forks as _forks
 from zklocks._transport import lease_rule as _lease_rule
 from zklocks._transport import notices as _notices
 from zklocks._transport.auth import auth_refused, auth_required, credentials_answered
+from zklocks._transport.caller_reads import CallerReads
 from zklocks._transport.dialer import Dialer
 from zklocks._transport.heartbeat import Heartbeat
 from zklocks._transport.lease_proofs import LeaseProofs, TimingQuestion
@@ -153,6 +155,16 @@ class Connection:
         self.thread_writes = False  # set by a blocking front end before start()
         self._out = Outgoing(self._session, self._send_lock, self._liveness, self._loop_or_running)
         self._writer = self._out.writer
+        # Reading from callers' threads (``read_until``): the waiting caller reads its reply.
+        self._reader = CallerReads(
+            self._session,
+            self._loop_or_running,
+            self._data_received,
+            self._deliver,
+            self._liveness.heard,
+            self._proofs.answered,
+        )
+        self._out.reader = self._reader
         self._heartbeat = Heartbeat(
             self._liveness,
             self._proofs,
@@ -349,7 +361,8 @@ class Connection:
             if wire is not None and wire.transport is not None:
                 sockets.append(wire.transport.get_extra_info("socket"))
         # the socket objects stay as they are (closing one later closes /dev/null)
-        _forks.drop_descriptors(sock.fileno() for sock in sockets if sock is not None)
+        fds = [sock.fileno() for sock in sockets if sock is not None]
+        _forks.drop_descriptors([*fds, *self._reader.descriptors()])
 
     def _wires(self) -> list[Wire]:
         """The live wire and the one being set up, those there are."""
@@ -398,6 +411,15 @@ class Connection:
         """
         return self._out.submit_from_thread(requests, tokens, watcher)
 
+    def read_until(self, done: Callable[[], bool]) -> None:
+        """Read replies on the calling thread until ``done()`` (see ``caller_reads.py``).
+
+        Returns at once when another thread reads, when the connection is not read this
+        way (TLS, not connected), or when the rest is the loop's to deliver: the caller
+        then waits for its tokens as usual. Only for tokens of ``submit_from_thread``.
+        """
+        self._reader.read_until(done)
+
     def count_requests(self, meter: Callable[[], RequestMeter | None]) -> None:
         """Count requests where ``meter()`` says, from now on (the front end's seam)."""
         self._out.count_with(meter)
@@ -422,36 +444,42 @@ class Connection:
             # rest are failed with ConnectionLossError when the connection is lost.
             events = exc.events if isinstance(exc, ReceiveError) else []
         for event in events:
-            if type(event) is WireReply:
-                future, sent = event.token
-                self._proofs.answered(sent, now, event.through_leader)
-                if not event.ok and isinstance(event.value, SessionClosedRequireSaslAuthError):
-                    if future is not None and not future.done():
-                        future.set_exception(event.value)
-                    if self._sasl is None:  # (a login's own refusal is _sasl_login's)
-                        self._end_for_good(wire, auth_required(self.last_host))
-                        return
-                    continue
-                if future is None:
-                    if not event.ok and isinstance(event.value, AuthFailedError):
-                        # Credentials it accepted before are refused now: like the Java
-                        # client's AUTH_FAILED, this is the end of the connection.
-                        log.error("the server refused our credentials (AUTH_FAILED); closing")
-                        self._refuse_start(auth_refused(self.last_host, self._session.auth))
-                        self._drop_refused(wire)
-                        self._closer = self._loop_or_running().create_task(self.close())
-                        return
-                    continue
-                if not future.done():
-                    if event.ok:
-                        future.set_result(event.value)
-                    else:
-                        future.set_exception(event.value)
-            elif type(event) is WatchFired:
-                _notices.notify(event)
-            elif not wire.handshake.done():
-                assert isinstance(event, Established | Expired)
-                wire.handshake.set_result(event)
+            if not self._deliver(wire, event, now):
+                return
+
+    def _deliver(self, wire: Wire, event: Event, now: float) -> bool:
+        """One event read (at ``now``) from ``wire``, on the loop; False: the wire ended."""
+        if type(event) is WireReply:
+            future, sent = event.token
+            self._proofs.answered(sent, now, event.through_leader)
+            if not event.ok and isinstance(event.value, SessionClosedRequireSaslAuthError):
+                if future is not None and not future.done():
+                    future.set_exception(event.value)
+                if self._sasl is None:  # (a login's own refusal is _sasl_login's)
+                    self._end_for_good(wire, auth_required(self.last_host))
+                    return False
+                return True
+            if future is None:
+                if not event.ok and isinstance(event.value, AuthFailedError):
+                    # Credentials it accepted before are refused now: like the Java
+                    # client's AUTH_FAILED, this is the end of the connection.
+                    log.error("the server refused our credentials (AUTH_FAILED); closing")
+                    self._refuse_start(auth_refused(self.last_host, self._session.auth))
+                    self._drop_refused(wire)
+                    self._closer = self._loop_or_running().create_task(self.close())
+                    return False
+                return True
+            if not future.done():
+                if event.ok:
+                    future.set_result(event.value)
+                else:
+                    future.set_exception(event.value)
+        elif type(event) is WatchFired:
+            _notices.notify(event)
+        elif not wire.handshake.done():
+            assert isinstance(event, Established | Expired)
+            wire.handshake.set_result(event)
+        return True
 
     # ------------------------------------------------------------ states
 
@@ -524,7 +552,7 @@ class Connection:
         log.info("connection to %s lost (session %#x)", self.last_host, self.session_id)
         self._out.detach()
         self._liveness.cancel()
-        self._writer.stop(wire)
+        self._out.wire_ended(wire)
         with self._send_lock:
             in_flight = self._session.disconnect()
         _notices.fail(in_flight, ConnectionLossError("the connection dropped"))
@@ -554,7 +582,7 @@ class Connection:
         """After AUTH_FAILED the server ends the session: fail what is in flight, hang up
         (close() then has no closeSession to send)."""
         refused = AuthFailedError("the server refused our credentials")
-        self._writer.stop(wire)
+        self._out.wire_ended(wire)
         with self._send_lock:
             in_flight = self._session.disconnect()
         _notices.fail(in_flight, refused)
@@ -580,6 +608,7 @@ class Connection:
         self._out.flush()
         if self.thread_writes and self._ssl is None:  # a TLS object is not thread-safe
             self._writer.start(wire, self.last_host)
+            self._reader.start(wire)
         self._arm_timer()
         log.info(
             "session %#x %s on %s (timeout %.3f s)",
