@@ -80,6 +80,7 @@ _BACKSTOP_MS = 1000  # a poll never sleeps longer (a missed wake-up costs at mos
 # On the main thread, a signal that lands just before the poll begins is acted on within
 # this (``_core.threads.SIGNAL_SLICE``'s reason; the transport cannot import the core)
 _MAIN_SLICE_MS = 200
+_HAND_BACK = 5.0  # seconds the loop waits for a woken reader to give the role back
 _RETRIES = 4  # tries of a step that an asynchronous exception must not cut short
 
 
@@ -177,8 +178,14 @@ class CallerReads:
             self._stopping = True
             if self._holder is not None and self._holder != me:
                 os.eventfd_write(self._wake, 1)
+                deadline = time.monotonic() + _HAND_BACK
                 while self._holder is not None:
-                    self._released.wait()
+                    left = deadline - time.monotonic()
+                    if left <= 0:  # a bug: never wait for ever on the loop
+                        log.error("a caller's thread kept the reader role; taking it back")
+                        self._holder = None
+                        break
+                    self._released.wait(left)
             if self._holder == me:
                 return  # inside the loop's own read: it finishes the stop when it is done
         self._finish_stop(wire)
@@ -265,12 +272,14 @@ class CallerReads:
         latch, answered by whoever reads)."""
         me = threading.get_ident()
         torn = False
+        reading: Wire | None = None
         try:
             if not self._take(me):
                 return
             wire, sock, poll = self._wire, self._socket, self._poll
             if wire is None or sock is None or poll is None:
                 return
+            reading = wire
             sink = self.sink
             items = sink.items
             wake = self._wake
@@ -290,11 +299,11 @@ class CallerReads:
                     continue
                 except OSError as exc:
                     torn = False
-                    self._post(_lost, wire, exc)
+                    self._end(_lost, wire, exc)
                     return
                 if not data:
                     torn = False
-                    self._post(_lost, wire, None)
+                    self._end(_lost, wire, None)
                     return
                 now = time.monotonic()
                 sink.now = now
@@ -307,13 +316,14 @@ class CallerReads:
                     if not isinstance(exc, ReceiveError):
                         raise
                     torn = False
-                    self._post(_broken, wire, exc)
+                    self._end(_broken, wire, exc)
                     return
                 torn = False
                 self._settle_head()
         except BaseException:
-            if torn:  # bytes read and not parsed: the stream is torn
-                _surely(lambda: self._post(_lost, wire, None))
+            if torn and reading is not None:  # bytes read and not parsed: the stream is torn
+                torn_wire = reading
+                _surely(lambda: self._end(_lost, torn_wire, None))
             raise
         finally:
             _surely(lambda: self._give(me))
@@ -365,6 +375,17 @@ class CallerReads:
             left = bool(self.sink.items)
         if left:
             self._post(self._drain)
+
+    def _end(self, how: Callable[[Wire, Any], None], wire: Wire, error: Any) -> None:
+        """As the holder: nobody reads ``wire`` again, and the loop ends it (``how``).
+
+        At once, under the role: bytes read and not parsed would otherwise be followed
+        by the next read's, and a notification lost in them could be passed over by a
+        reply parsed after it (its zxid then hides the change from the next
+        connection's setWatches)."""
+        with self._mutex:
+            self._stopping = True
+        self._post(how, wire, error)
 
     def _post(self, fn: Callable[..., object], *args: Any) -> None:
         with contextlib.suppress(RuntimeError):  # the loop is closed: nothing to do

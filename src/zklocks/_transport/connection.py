@@ -8,7 +8,8 @@ it is made of own everything that needs a clock, a socket or a callback:
 
 * ``Outgoing`` (``outgoing.py``): the live wire, requests waiting for one, pipelined
   writes; with ``DirectWriter`` (``direct.py``), the sync client's callers' threads
-  writing their own requests.
+  writing their own requests, and with ``CallerReads`` (``caller_reads.py``), the
+  waiting caller reading its own reply (the loop reads when no caller does).
 * ``Opener`` (``opener.py``): dial, handshake and log in, one attempt at a time, with a
   ``Dialer`` (``dialer.py``): which host next, how long to give it, why it failed (said
   once per host, in words from ``diagnose.py``); definite failures end ``start()``.
@@ -71,19 +72,12 @@ from zklocks._protocol.errors import (
     ClientClosedError,
     ConnectionFailedError,
     ConnectionLossError,
-    MarshallingError,
-    SessionClosedRequireSaslAuthError,
     SessionExpiredError,
     ZooKeeperError,
 )
 from zklocks._protocol.session import (
     Established,
-    Event,
-    Expired,
-    ReceiveError,
     Session,
-    WatchFired,
-    WireReply,
 )
 from zklocks._transport import forks as _forks
 from zklocks._transport import lease_rule as _lease_rule
@@ -92,6 +86,7 @@ from zklocks._transport.auth import auth_refused, auth_required, credentials_ans
 from zklocks._transport.caller_reads import CallerReads
 from zklocks._transport.dialer import Dialer
 from zklocks._transport.heartbeat import Heartbeat
+from zklocks._transport.incoming import SASL_REQUIRED, Incoming
 from zklocks._transport.lease_proofs import LeaseProofs, TimingQuestion
 from zklocks._transport.liveness import Liveness
 from zklocks._transport.opener import Opener, session_timeout_of
@@ -153,17 +148,23 @@ class Connection:
         # happens under this lock, so the wire order is the order of the in-flight FIFO.
         self._send_lock = threading.RLock()
         self.thread_writes = False  # set by a blocking front end before start()
+        self.thread_reads = False  # and callers read replies (``read_until``)
         self._out = Outgoing(self._session, self._send_lock, self._liveness, self._loop_or_running)
         self._writer = self._out.writer
         # Reading from callers' threads (``read_until``): the waiting caller reads its reply.
-        self._reader = CallerReads(
+        self._in = Incoming(
             self._session,
-            self._loop_or_running,
-            self._data_received,
-            self._deliver,
-            self._liveness.heard,
-            self._proofs.answered,
+            self._liveness,
+            self._proofs,
+            self._wires,
+            lambda: self._opener.attempt,
+            self._refused,
+            sasl is not None,
         )
+        self._in.host = lambda: self.last_host
+        reads = (self._in.data_received, self._in.deliver)
+        heard, answered = self._liveness.heard, self._proofs.answered
+        self._reader = CallerReads(self._session, self._loop_or_running, *reads, heard, answered)
         self._out.reader = self._reader
         self._heartbeat = Heartbeat(
             self._liveness,
@@ -181,7 +182,7 @@ class Connection:
             self._proofs,
             dialer,
             sasl,
-            self._data_received,
+            self._in.data_received,
             self._expired,
         )
 
@@ -426,60 +427,15 @@ class Connection:
 
     # ------------------------------------------------------------ incoming bytes
 
-    def _data_received(self, wire: Wire, data: bytes) -> None:
-        if wire not in self._wires():
-            return  # a connection we have given up on
-        now = time.monotonic()
-        self._liveness.heard(now)
-        try:
-            events = self._session.receive(data)
-        except MarshallingError as exc:
-            if wire is self._opener.attempt and wire.foreign is None:
-                wire.foreign = bytes(data[:64])  # reported once, as "not ZooKeeper"
-                log.debug("not a ZooKeeper answer: %s", exc)
-            else:
-                log.warning("dropping the connection to %s: %s", self.last_host, exc)
-            wire.abort()
-            # The answers that came before the broken bytes are real: deliver them. The
-            # rest are failed with ConnectionLossError when the connection is lost.
-            events = exc.events if isinstance(exc, ReceiveError) else []
-        for event in events:
-            if not self._deliver(wire, event, now):
-                return
-
-    def _deliver(self, wire: Wire, event: Event, now: float) -> bool:
-        """One event read (at ``now``) from ``wire``, on the loop; False: the wire ended."""
-        if type(event) is WireReply:
-            future, sent = event.token
-            self._proofs.answered(sent, now, event.through_leader)
-            if not event.ok and isinstance(event.value, SessionClosedRequireSaslAuthError):
-                if future is not None and not future.done():
-                    future.set_exception(event.value)
-                if self._sasl is None:  # (a login's own refusal is _sasl_login's)
-                    self._end_for_good(wire, auth_required(self.last_host))
-                    return False
-                return True
-            if future is None:
-                if not event.ok and isinstance(event.value, AuthFailedError):
-                    # Credentials it accepted before are refused now: like the Java
-                    # client's AUTH_FAILED, this is the end of the connection.
-                    log.error("the server refused our credentials (AUTH_FAILED); closing")
-                    self._refuse_start(auth_refused(self.last_host, self._session.auth))
-                    self._drop_refused(wire)
-                    self._closer = self._loop_or_running().create_task(self.close())
-                    return False
-                return True
-            if not future.done():
-                if event.ok:
-                    future.set_result(event.value)
-                else:
-                    future.set_exception(event.value)
-        elif type(event) is WatchFired:
-            _notices.notify(event)
-        elif not wire.handshake.done():
-            assert isinstance(event, Established | Expired)
-            wire.handshake.set_result(event)
-        return True
+    def _refused(self, wire: Wire, why: str) -> None:
+        """The server refused us in a way that ends the connection (``incoming.py``)."""
+        if why == SASL_REQUIRED:
+            self._end_for_good(wire, auth_required(self.last_host))
+            return
+        log.error("the server refused our credentials (AUTH_FAILED); closing")
+        self._refuse_start(auth_refused(self.last_host, self._session.auth))
+        self._drop_refused(wire)
+        self._closer = self._loop_or_running().create_task(self.close())
 
     # ------------------------------------------------------------ states
 
@@ -608,7 +564,8 @@ class Connection:
         self._out.flush()
         if self.thread_writes and self._ssl is None:  # a TLS object is not thread-safe
             self._writer.start(wire, self.last_host)
-            self._reader.start(wire)
+            if self.thread_reads:
+                self._reader.start(wire)
         self._arm_timer()
         log.info(
             "session %#x %s on %s (timeout %.3f s)",
