@@ -27,7 +27,7 @@ from kazoo.client import KazooClient
 from nemesis.proxy import Proxy
 
 import zklocks
-from zklocks._protocol.errors import ConnectionLossError
+from zklocks._protocol.errors import ClientClosedError, ConnectionLossError
 from zklocks._protocol.records import Create, GetData, NodeData
 from zklocks._sync.native_carrier import NativeSyncCarrier
 from zklocks._transport.caller_reads import CallerReads
@@ -399,3 +399,33 @@ def test_callers_interrupted_in_the_middle_of_their_reads_lose_nothing(
         _until(lambda: not reader.reading and not reader.sink.items)
         [reply] = session.call([GetData(base)], time.monotonic() + WAIT)
         assert isinstance(reply, NodeData)
+
+
+def test_close_while_a_caller_reads_wakes_it_with_client_closed(
+    zk_server: ZooKeeperServer, base: str, loop_thread: asyncio.AbstractEventLoop
+) -> None:
+    """No byte comes, no reset: only the wake-up can end the reading caller's poll."""
+
+    def on_loop(coroutine: Any) -> Any:
+        return asyncio.run_coroutine_threadsafe(coroutine, loop_thread).result(WAIT)
+
+    proxy = _HoldingProxy("127.0.0.1", zk_server.port)
+    on_loop(proxy.__aenter__())
+    try:
+        client = zklocks.Client(proxy.hosts, session_timeout=30.0)
+        client.start()
+        session = _native(client)
+        reader = _reader(client)
+        proxy.holding = True  # neither the reply nor the closeSession's answer comes
+        replies: list[Any] = []
+        caller = threading.Thread(
+            target=lambda: replies.extend(session.call([GetData(base)], None))
+        )
+        caller.start()
+        _until(lambda: reader.reading and reader._holder == caller.ident)
+        client.stop()
+        caller.join(WAIT)
+        assert not caller.is_alive()
+        assert len(replies) == 1 and isinstance(replies[0], ClientClosedError), replies
+    finally:
+        on_loop(proxy.__aexit__(None, None, None))
