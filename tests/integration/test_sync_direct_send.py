@@ -1,8 +1,9 @@
 """The sync client writes its requests from the calling thread (no hand-off to the loop).
 
-The loop thread still reads every reply and owns the connection's life; these tests pin
-what the calling thread's write must keep: it really leaves from the caller (it reaches
-the server while the loop is busy), a write larger than the socket buffer is finished by
+The waiting caller also reads its own reply (``caller_reads.py``; the reader role's own
+tests are in ``test_caller_reads.py``), and the loop owns the connection's life; these
+tests pin what the calling thread's write must keep: it really leaves from the caller
+and is answered there (while the loop is busy), a write larger than the socket buffer is finished by
 the loop with nothing overtaking it, and the timers that replaced a hand-off per timer
 run in order and can be cancelled.
 """
@@ -63,9 +64,11 @@ def loop_thread() -> Iterator[asyncio.AbstractEventLoop]:
         loop.close()
 
 
-def test_a_call_leaves_from_the_calling_thread_while_the_loop_is_busy(
+def test_a_call_is_sent_and_answered_on_the_calling_thread_while_the_loop_is_busy(
     zk_server: ZooKeeperServer, kazoo: KazooClient, base: str
 ) -> None:
+    """The caller writes its request and reads its own reply (``caller_reads.py``): with
+    the loop thread blocked, the call still completes."""
     with zklocks.Client(zk_server.hosts) as client:
         session = _native(client)
         busy, release = threading.Event(), threading.Event()
@@ -82,13 +85,13 @@ def test_a_call_leaves_from_the_calling_thread_while_the_loop_is_busy(
         )
         caller.start()
         try:
-            # The loop thread is blocked, so only the caller can have written it.
+            # The loop thread is blocked, so only the caller can have written it, and
+            # only the caller can have read the answer.
             _until(lambda: kazoo.exists(base + "/n") is not None)
-            assert not replies  # the answer is the loop's to read: not yet
+            caller.join(WAIT)
+            assert len(replies) == 1 and isinstance(replies[0], Created)
         finally:
             release.set()
-        caller.join(WAIT)
-        assert len(replies) == 1 and isinstance(replies[0], Created)
 
 
 def test_a_write_bigger_than_the_socket_buffer_is_finished_before_any_other(

@@ -50,7 +50,7 @@ import struct
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from zklocks._protocol import codec
 from zklocks._protocol.constants import (
@@ -79,6 +79,7 @@ __all__ = [
     "Expired",
     "ReceiveError",
     "Session",
+    "Sink",
     "WatchFired",
     "WireReply",
 ]
@@ -149,6 +150,12 @@ class WatchFired:
 
 
 Event = Established | Expired | WireReply | WatchFired
+
+
+class Sink(Protocol):
+    """Where ``Session.receive`` puts events (a list, a deque, a reader's stamping queue)."""
+
+    def append(self, event: Event, /) -> None: ...
 
 
 class ReceiveError(MarshallingError):
@@ -381,8 +388,15 @@ class Session:
 
     # ------------------------------------------------------------ receiving
 
-    def receive(self, data: bytes) -> list[Event]:
+    def receive(self, data: bytes, into: Sink | None = None) -> list[Event]:
         """Feed bytes read from the connection; returns the events they complete.
+
+        ``into`` (optional) gets each event as it is made, *before* the session forgets
+        what it answers (the request leaves the in-flight FIFO, the one-shot watches
+        their table): a reader interrupted anywhere in here (Ctrl-C, an asynchronous
+        exception) has every event that took effect, and what did not take effect is
+        still in flight, failed or restored with the connection. Then the events are
+        in ``into`` only, and the list returned is empty.
 
         Raises ``ReceiveError`` (a ``MarshallingError``) on bytes that break the protocol,
         and on every call after that in this round: the connection must then be dropped
@@ -395,6 +409,7 @@ class Session:
         buf = self._buf
         buf += data
         events: list[Event] = []
+        sink: Sink = events if into is None else into
         size = len(buf)
         pos = 0
         unpack_int = INT.unpack_from
@@ -409,11 +424,9 @@ class Session:
                 frame = memoryview(buf)[pos + 4 : end]
                 try:
                     if self._handshaking:
-                        events.append(self._on_handshake(frame))
+                        sink.append(self._on_handshake(frame))
                     else:
-                        event = self._on_frame(frame)
-                        if event is not None:
-                            events.append(event)
+                        self._on_frame(frame, sink)
                 finally:
                     frame.release()
                 pos = end
@@ -443,7 +456,8 @@ class Session:
         self._connected = True
         return Established(session_id, timeout_ms, passwd, read_only, resumed)
 
-    def _on_frame(self, frame: memoryview) -> Event | None:
+    def _on_frame(self, frame: memoryview, sink: Sink) -> None:
+        """Put the frame's event (if any) in ``sink``, then let go of what it answers."""
         if len(frame) < 16:
             raise MarshallingError(f"reply shorter than its header ({len(frame)} bytes)")
         xid, zxid, err = REPLY_HEADER.unpack_from(frame, 0)
@@ -452,60 +466,74 @@ class Session:
             # is the triggering write's, not an answer to us; it never moves last_zxid.
             self.last_zxid = zxid
         if xid > 0 or xid == 0:
-            return self._on_reply(xid, err, frame)
+            self._on_reply(xid, err, frame, sink)
+            return
         if xid == Xid.NOTIFICATION:
             etype, state, server_path = codec.decode_watcher_event(frame, 16)
             path = codec.from_server(server_path, self.chroot)
             if etype == EventType.NONE:
-                return WatchFired(etype, state, path, [])
-            return WatchFired(etype, state, path, self.watches.trigger(etype, path))
+                sink.append(WatchFired(etype, state, path, []))
+                return
+            sink.append(WatchFired(etype, state, path, self.watches.matching(etype, path)))
+            self.watches.forget_fired(etype, path)
+            return
         if xid == Xid.PING:
             if not self._pings:
                 raise MarshallingError("ping reply without a ping")
-            if err:  # an enforcing server refuses even pings from a session without login
-                return WireReply(self._pings.popleft(), False, error_for_code(err))
-            return WireReply(self._pings.popleft(), True, None)
+            # an enforcing server refuses even pings from a session without login
+            failed = error_for_code(err) if err else None
+            sink.append(WireReply(self._pings[0], not err, failed))
+            self._pings.popleft()
+            return
         if xid == Xid.AUTH:
             if not self._auths:
                 raise MarshallingError("auth reply without an auth packet")
-            token, credential = self._auths.popleft()
+            token, credential = self._auths[0]
             if err:
-                return WireReply(token, False, AuthFailedError())
+                sink.append(WireReply(token, False, AuthFailedError()))
+                self._auths.popleft()
+                return
             if credential is not None and credential not in self.auth:
                 self.auth.append(credential)
-            return WireReply(token, True, None)
+            sink.append(WireReply(token, True, None))
+            self._auths.popleft()
+            return
         if xid == Xid.SET_WATCHES:
             if not self._set_watches:
                 raise MarshallingError("setWatches reply without a setWatches request")
-            token = self._set_watches.popleft()
-            if err:
-                return WireReply(token, False, error_for_code(err))
-            return WireReply(token, True, None)
+            token = self._set_watches[0]
+            sink.append(WireReply(token, not err, error_for_code(err) if err else None))
+            self._set_watches.popleft()
+            return
         raise MarshallingError(f"reply with unknown xid {xid}")
 
-    def _on_reply(self, xid: int, err: int, frame: memoryview) -> WireReply:
+    def _on_reply(self, xid: int, err: int, frame: memoryview, sink: Sink) -> None:
         pending = self._pending
         if not pending or pending[0].xid != xid:
             expected = pending[0].xid if pending else None
             raise MarshallingError(f"reply xid {xid} out of order (expected {expected})")
         p = pending[0]
         if err:
-            pending.popleft()
             if err == _NO_NODE and p.decode is codec.decode_exists:
                 # exists: absence is an answer, and the server has set an exist watch.
                 if p.watcher is not None and p.nonode_watch is not None:
                     self.watches.add(p.nonode_watch, p.path or "/", p.watcher)
-                return WireReply(p.token, True, None)
-            return WireReply(p.token, False, error_for_code(err, path=p.path))
+                sink.append(WireReply(p.token, True, None))
+            else:
+                sink.append(WireReply(p.token, False, error_for_code(err, path=p.path)))
+            pending.popleft()
+            return
         # Decoded before it leaves the FIFO: a reply that cannot be read leaves the
         # request in flight, and disconnect() hands it back to be failed.
         value = p.decode(frame, 16, self.chroot)
-        pending.popleft()
         if p.decode is codec.decode_multi:
-            return self._multi_reply(p.token, value)
+            sink.append(self._multi_reply(p.token, value))
+            pending.popleft()
+            return
         if p.watcher is not None and p.ok_watch is not None:
             self.watches.add(p.ok_watch, p.path or "/", p.watcher)
-        return WireReply(p.token, True, value, p.through_leader)
+        sink.append(WireReply(p.token, True, value, p.through_leader))
+        pending.popleft()
 
     @staticmethod
     def _multi_reply(token: Any, results: list[Any]) -> WireReply:

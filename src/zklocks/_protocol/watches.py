@@ -82,10 +82,26 @@ class WatchRegistry:
 
     def trigger(self, event_type: int, path: str) -> list[Watcher]:
         """The callers an event is for, in registration order; one-shot ones are removed."""
+        found = self.matching(event_type, path)
+        self.forget_fired(event_type, path)
+        return found
+
+    def forget_fired(self, event_type: int, path: str) -> None:
+        """Remove the one-shot callers an event on ``path`` has fired (``matching``'s).
+
+        Apart from ``matching`` so a reader can record the event before the watches leave
+        the table: an interruption between the two then never loses a notification (the
+        watch is still here, restored on the next connection)."""
+        tables = self._tables
+        for kind in _ONE_SHOT_FOR.get(event_type, ()):
+            tables[kind].pop(path, None)
+
+    def matching(self, event_type: int, path: str) -> list[Watcher]:
+        """The callers an event is for, in registration order; nothing is removed."""
         found: dict[Watcher, None] = {}
         tables = self._tables
         for kind in _ONE_SHOT_FOR.get(event_type, ()):
-            callers = tables[kind].pop(path, None)
+            callers = tables[kind].get(path)
             if callers:
                 found.update(callers)
         persistent = tables[WatchTable.PERSISTENT]

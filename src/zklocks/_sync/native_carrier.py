@@ -2,9 +2,10 @@
 
 Every sync ``Client`` owns one event-loop thread and one connection on it: never a
 thread per waiter. While the connection is up (plain TCP), a blocking call writes its
-requests to the socket itself, back to back (pipelined), and waits on a ``_Latch``
-that the loop thread, which reads every reply, releases once all are answered: no
-hand-off to the loop per call. Otherwise (TLS, cut off, connecting, closing) the call
+requests to the socket itself, back to back (pipelined), and reads the replies itself
+while no other thread reads (``_transport/caller_reads.py``); else it waits on a
+``_Latch`` that whoever reads (another caller, or the loop) releases once all are
+answered: no hand-off to the loop per call. Otherwise (TLS, cut off, connecting, closing) the call
 is handed to the loop, which sends or queues it as the connection's state says.
 Timers (``call_later``) share one loop timer, so arming one costs no hand-off either.
 A flow's cleanup that must not hold its caller runs on a thread of its own
@@ -55,6 +56,7 @@ class _Latch:
     """
 
     __slots__ = ("_answered", "_error", "_left", "_lock", "_replies", "count")
+    threadsafe = True  # a caller reading the socket may answer it (``caller_reads.py``)
 
     def __init__(self, count: int) -> None:
         self.count = count
@@ -114,6 +116,7 @@ class _Slot:
     """One request's place in a ``_Latch``: the token the connection answers."""
 
     __slots__ = ("_done", "index", "latch")
+    threadsafe = True
 
     def __init__(self, latch: _Latch, index: int) -> None:
         self.latch = latch
@@ -202,6 +205,7 @@ class NativeSyncCarrier:
         # (the connection's own per-attempt bound), so a frozen member costs a fraction.
         self._connection = security.connection(options)
         self._connection.thread_writes = True  # callers write their own requests
+        self._connection.thread_reads = True  # and read the replies (``caller_reads.py``)
         self._connection.count_requests(requests_meter)  # once metrics are enabled
         self._connect_timeout = options.connect_timeout
         self._loop = asyncio.new_event_loop()
@@ -297,8 +301,10 @@ class NativeSyncCarrier:
             return [ClientClosedError() for _ in requests]
         done = _Latch(len(requests))
         if self._connection.submit_from_thread(requests, done.tokens(), watcher):
-            # Sent from this thread; the loop answers the latch, or fails it with the
+            # Sent from this thread. This thread reads the replies while no other does;
+            # else whoever reads answers the latch, or the loop fails it with the
             # connection (a drop, close()), exactly as it does the futures below.
+            self._connection.read_until(done.done)
             return done.wait()
         with self._pending_lock:  # close() answers whatever the stopped loop never will
             if self._closed:

@@ -1,8 +1,10 @@
 """A user's watch on the sync client, run apart from the client's connection thread.
 
-The sync ``Client`` reads every reply on one private thread, and a watch fires there. A
-watch that reads again (``client.get(path, watch=again)``, the usual way to follow a
-node) would then block that thread on a reply only that thread can read: a deadlock. So
+The sync ``Client`` delivers every notification on one private thread, which reads the
+replies no waiting caller reads, and a watch fires there. A watch that reads again
+(``client.get(path, watch=again)``, the usual way to follow a node) would then block that
+thread on a reply only that thread may read (a caller's read stops at a notification,
+and the loop's is blocked): a deadlock. So
 each event is handed to a thread of its own (``SyncCarrier.in_background``, which
 ``close()`` joins), where the watch may call the client like any other thread.
 """

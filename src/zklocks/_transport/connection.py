@@ -8,7 +8,8 @@ it is made of own everything that needs a clock, a socket or a callback:
 
 * ``Outgoing`` (``outgoing.py``): the live wire, requests waiting for one, pipelined
   writes; with ``DirectWriter`` (``direct.py``), the sync client's callers' threads
-  writing their own requests.
+  writing their own requests, and with ``CallerReads`` (``caller_reads.py``), the
+  waiting caller reading its own reply (the loop reads when no caller does).
 * ``Opener`` (``opener.py``): dial, handshake and log in, one attempt at a time, with a
   ``Dialer`` (``dialer.py``): which host next, how long to give it, why it failed (said
   once per host, in words from ``diagnose.py``); definite failures end ``start()``.
@@ -71,25 +72,21 @@ from zklocks._protocol.errors import (
     ClientClosedError,
     ConnectionFailedError,
     ConnectionLossError,
-    MarshallingError,
-    SessionClosedRequireSaslAuthError,
     SessionExpiredError,
     ZooKeeperError,
 )
 from zklocks._protocol.session import (
     Established,
-    Expired,
-    ReceiveError,
     Session,
-    WatchFired,
-    WireReply,
 )
 from zklocks._transport import forks as _forks
 from zklocks._transport import lease_rule as _lease_rule
 from zklocks._transport import notices as _notices
 from zklocks._transport.auth import auth_refused, auth_required, credentials_answered
+from zklocks._transport.caller_reads import CallerReads
 from zklocks._transport.dialer import Dialer
 from zklocks._transport.heartbeat import Heartbeat
+from zklocks._transport.incoming import SASL_REQUIRED, Incoming
 from zklocks._transport.lease_proofs import LeaseProofs, TimingQuestion
 from zklocks._transport.liveness import Liveness
 from zklocks._transport.opener import Opener, session_timeout_of
@@ -151,8 +148,24 @@ class Connection:
         # happens under this lock, so the wire order is the order of the in-flight FIFO.
         self._send_lock = threading.RLock()
         self.thread_writes = False  # set by a blocking front end before start()
+        self.thread_reads = False  # and callers read replies (``read_until``)
         self._out = Outgoing(self._session, self._send_lock, self._liveness, self._loop_or_running)
         self._writer = self._out.writer
+        # Reading from callers' threads (``read_until``): the waiting caller reads its reply.
+        self._in = Incoming(
+            self._session,
+            self._liveness,
+            self._proofs,
+            self._wires,
+            lambda: self._opener.attempt,
+            self._refused,
+            sasl is not None,
+        )
+        self._in.host = lambda: self.last_host
+        reads = (self._in.data_received, self._in.deliver)
+        heard, answered = self._liveness.heard, self._proofs.answered
+        self._reader = CallerReads(self._session, self._loop_or_running, *reads, heard, answered)
+        self._out.reader = self._reader
         self._heartbeat = Heartbeat(
             self._liveness,
             self._proofs,
@@ -169,7 +182,7 @@ class Connection:
             self._proofs,
             dialer,
             sasl,
-            self._data_received,
+            self._in.data_received,
             self._expired,
         )
 
@@ -349,7 +362,8 @@ class Connection:
             if wire is not None and wire.transport is not None:
                 sockets.append(wire.transport.get_extra_info("socket"))
         # the socket objects stay as they are (closing one later closes /dev/null)
-        _forks.drop_descriptors(sock.fileno() for sock in sockets if sock is not None)
+        fds = [sock.fileno() for sock in sockets if sock is not None]
+        _forks.drop_descriptors([*fds, *self._reader.descriptors()])
 
     def _wires(self) -> list[Wire]:
         """The live wire and the one being set up, those there are."""
@@ -398,60 +412,30 @@ class Connection:
         """
         return self._out.submit_from_thread(requests, tokens, watcher)
 
+    def read_until(self, done: Callable[[], bool]) -> None:
+        """Read replies on the calling thread until ``done()`` (see ``caller_reads.py``).
+
+        Returns at once when another thread reads, when the connection is not read this
+        way (TLS, not connected), or when the rest is the loop's to deliver: the caller
+        then waits for its tokens as usual. Only for tokens of ``submit_from_thread``.
+        """
+        self._reader.read_until(done)
+
     def count_requests(self, meter: Callable[[], RequestMeter | None]) -> None:
         """Count requests where ``meter()`` says, from now on (the front end's seam)."""
         self._out.count_with(meter)
 
     # ------------------------------------------------------------ incoming bytes
 
-    def _data_received(self, wire: Wire, data: bytes) -> None:
-        if wire not in self._wires():
-            return  # a connection we have given up on
-        now = time.monotonic()
-        self._liveness.heard(now)
-        try:
-            events = self._session.receive(data)
-        except MarshallingError as exc:
-            if wire is self._opener.attempt and wire.foreign is None:
-                wire.foreign = bytes(data[:64])  # reported once, as "not ZooKeeper"
-                log.debug("not a ZooKeeper answer: %s", exc)
-            else:
-                log.warning("dropping the connection to %s: %s", self.last_host, exc)
-            wire.abort()
-            # The answers that came before the broken bytes are real: deliver them. The
-            # rest are failed with ConnectionLossError when the connection is lost.
-            events = exc.events if isinstance(exc, ReceiveError) else []
-        for event in events:
-            if type(event) is WireReply:
-                future, sent = event.token
-                self._proofs.answered(sent, now, event.through_leader)
-                if not event.ok and isinstance(event.value, SessionClosedRequireSaslAuthError):
-                    if future is not None and not future.done():
-                        future.set_exception(event.value)
-                    if self._sasl is None:  # (a login's own refusal is _sasl_login's)
-                        self._end_for_good(wire, auth_required(self.last_host))
-                        return
-                    continue
-                if future is None:
-                    if not event.ok and isinstance(event.value, AuthFailedError):
-                        # Credentials it accepted before are refused now: like the Java
-                        # client's AUTH_FAILED, this is the end of the connection.
-                        log.error("the server refused our credentials (AUTH_FAILED); closing")
-                        self._refuse_start(auth_refused(self.last_host, self._session.auth))
-                        self._drop_refused(wire)
-                        self._closer = self._loop_or_running().create_task(self.close())
-                        return
-                    continue
-                if not future.done():
-                    if event.ok:
-                        future.set_result(event.value)
-                    else:
-                        future.set_exception(event.value)
-            elif type(event) is WatchFired:
-                _notices.notify(event)
-            elif not wire.handshake.done():
-                assert isinstance(event, Established | Expired)
-                wire.handshake.set_result(event)
+    def _refused(self, wire: Wire, why: str) -> None:
+        """The server refused us in a way that ends the connection (``incoming.py``)."""
+        if why == SASL_REQUIRED:
+            self._end_for_good(wire, auth_required(self.last_host))
+            return
+        log.error("the server refused our credentials (AUTH_FAILED); closing")
+        self._refuse_start(auth_refused(self.last_host, self._session.auth))
+        self._drop_refused(wire)
+        self._closer = self._loop_or_running().create_task(self.close())
 
     # ------------------------------------------------------------ states
 
@@ -524,7 +508,7 @@ class Connection:
         log.info("connection to %s lost (session %#x)", self.last_host, self.session_id)
         self._out.detach()
         self._liveness.cancel()
-        self._writer.stop(wire)
+        self._out.wire_ended(wire)
         with self._send_lock:
             in_flight = self._session.disconnect()
         _notices.fail(in_flight, ConnectionLossError("the connection dropped"))
@@ -554,7 +538,7 @@ class Connection:
         """After AUTH_FAILED the server ends the session: fail what is in flight, hang up
         (close() then has no closeSession to send)."""
         refused = AuthFailedError("the server refused our credentials")
-        self._writer.stop(wire)
+        self._out.wire_ended(wire)
         with self._send_lock:
             in_flight = self._session.disconnect()
         _notices.fail(in_flight, refused)
@@ -580,6 +564,8 @@ class Connection:
         self._out.flush()
         if self.thread_writes and self._ssl is None:  # a TLS object is not thread-safe
             self._writer.start(wire, self.last_host)
+            if self.thread_reads:
+                self._reader.start(wire)
         self._arm_timer()
         log.info(
             "session %#x %s on %s (timeout %.3f s)",

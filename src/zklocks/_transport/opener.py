@@ -149,7 +149,7 @@ class Opener:
         """The live wire, the session's end, or for a failure its reason when definite,
         else None."""
         loop = asyncio.get_running_loop()
-        wire = Wire(loop, self._on_data, self._out.writer.stop)
+        wire = Wire(loop, self._on_data, self._out.wire_ended)
         self.attempt = wire
         try:
             started = time.monotonic()

@@ -42,6 +42,10 @@ class RequestMeter(Protocol):
     def request(self, request: object) -> None: ...
 
 
+class _Ends(Protocol):
+    def stop(self, wire: Wire) -> None: ...
+
+
 def _no_meter() -> RequestMeter | None:
     return None
 
@@ -65,6 +69,7 @@ class Outgoing:
         self._closing = False  # no request is sent from now on
         self._meter: Callable[[], RequestMeter | None] = _no_meter
         self.writer = DirectWriter(lock, loop, lambda: self._wire, liveness.sent)
+        self.reader: _Ends | None = None  # the callers' reader role (the connection's)
 
     @property
     def wire(self) -> Wire | None:  # the wire a session is live on, if any
@@ -84,6 +89,12 @@ class Outgoing:
             return False
         self._wire = None
         return True
+
+    def wire_ended(self, wire: Wire) -> None:
+        """``wire`` is ending (on the loop): callers neither write to it nor read it."""
+        self.writer.stop(wire)
+        if self.reader is not None:
+            self.reader.stop(wire)
 
     def count_with(self, meter: Callable[[], RequestMeter | None]) -> None:
         self._meter = meter
