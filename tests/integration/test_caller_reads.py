@@ -429,3 +429,31 @@ def test_close_while_a_caller_reads_wakes_it_with_client_closed(
         assert len(replies) == 1 and isinstance(replies[0], ClientClosedError), replies
     finally:
         on_loop(proxy.__aexit__(None, None, None))
+
+
+def test_without_eventfd_the_loop_reads_and_the_client_works(
+    zk_server: ZooKeeperServer, kazoo: KazooClient, base: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where the role cannot be set up (no eventfd: a sandbox), the connection stays up
+    and the loop reads every reply, as on TLS (dropping it would reconnect for ever)."""
+
+    def refused(*_args: Any) -> int:
+        raise OSError("eventfd refused here")
+
+    monkeypatch.setattr("zklocks._transport.caller_reads.os.eventfd", refused)
+    kazoo.create(base + "/n", b"x")
+    with zklocks.Client(zk_server.hosts) as client:
+        session = _native(client)
+        with _loop_blocked(session):  # nobody but the loop can read: the call waits
+            answered: queue.Queue[Any] = queue.Queue()
+            threading.Thread(
+                target=lambda: answered.put(session.call([GetData(base + "/n")], None)),
+                daemon=True,
+            ).start()
+            with pytest.raises(queue.Empty):
+                answered.get(timeout=0.3)  # the loop is blocked: no one reads
+        [reply] = answered.get(timeout=WAIT)
+        assert isinstance(reply, NodeData) and reply.data == b"x"
+        assert not _reader(client).reading
+        with client.lock(base + "/lock"):
+            pass

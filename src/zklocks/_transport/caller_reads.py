@@ -149,14 +149,20 @@ class CallerReads:
         raw = transport.get_extra_info("socket")
         if raw is None or transport.is_closing():
             return  # dead at birth: the supervisor sees ``lost`` and reconnects
+        made: list[Any] = []  # closed again if a later step fails
         try:
             sock = socket.socket(fileno=os.dup(raw.fileno()))
+            made.append(sock)
             watch = select.epoll()
+            made.append(watch)
             watch.register(sock.fileno(), select.EPOLLIN)
             wake = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
         except Exception:
-            log.warning("cannot read in callers' threads; dropping the connection", exc_info=True)
-            wire.abort()
+            # No epoll or eventfd here (a sandbox that forbids them): the loop goes on
+            # reading every reply, as on TLS; slower, never wrong.
+            log.debug("callers' threads cannot read this connection", exc_info=True)
+            for thing in made:
+                thing.close()
             return
         poll = select.poll()
         poll.register(sock.fileno(), select.POLLIN)
