@@ -8,10 +8,12 @@ never touch the servers of someone else's run on the same machine.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import itertools
 import os
 import signal
+import threading
 from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 from typing import Any
@@ -58,6 +60,20 @@ def tagged_pids() -> Callable[[str], list[int]]:
 def child_tag() -> str:
     """A tag for the servers of one child process, so a test can count just those."""
     return f"{RUN_TAG}-child{next(_child_tags)}"
+
+
+@pytest.fixture
+def loop_thread() -> Iterator[asyncio.AbstractEventLoop]:
+    """An event loop on a thread of its own (a test's proxy, or timers under test)."""
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    try:
+        yield loop
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join()
+        loop.close()
 
 
 @pytest.fixture

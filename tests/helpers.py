@@ -414,6 +414,24 @@ def connection_of(client: Any) -> Any:
     return getattr(session, "_connection", None) or session.connection
 
 
+def native_sync_carrier(client: Any) -> Any:
+    """The native carrier under a started sync ``Client`` (its transport's tests)."""
+    from zklocks._sync.native_carrier import NativeSyncCarrier
+
+    session = client._session
+    assert isinstance(session, NativeSyncCarrier)
+    return session
+
+
+def until(predicate: Callable[[], object], timeout: float = 30.0) -> None:
+    """Poll ``predicate`` until it is true (for a state no event announces); fail after
+    ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out waiting"
+        time.sleep(0.005)
+
+
 class Heard:
     """Thread-safe list of what a watcher or state listener was told, to wait on."""
 

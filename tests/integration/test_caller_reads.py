@@ -27,6 +27,7 @@ from kazoo.client import KazooClient
 from nemesis.proxy import Proxy
 
 import zklocks
+from helpers import native_sync_carrier, until
 from zklocks._protocol.errors import ClientClosedError, ConnectionLossError
 from zklocks._protocol.records import Create, GetData, NodeData
 from zklocks._sync.native_carrier import NativeSyncCarrier
@@ -37,21 +38,8 @@ from zklocks.server import ZooKeeperServer
 WAIT = 30.0
 
 
-def _native(client: zklocks.Client) -> NativeSyncCarrier:
-    session = client._session
-    assert isinstance(session, NativeSyncCarrier)
-    return session
-
-
 def _reader(client: zklocks.Client) -> CallerReads:
-    return _native(client)._connection._reader
-
-
-def _until(predicate: Any, timeout: float = WAIT) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out waiting"
-        time.sleep(0.005)
+    return native_sync_carrier(client)._connection._reader
 
 
 @contextlib.contextmanager
@@ -76,20 +64,6 @@ def base(kazoo: KazooClient) -> str:
     path = f"/test-reads-{uuid.uuid4().hex[:8]}"
     kazoo.create(path)
     return path
-
-
-@pytest.fixture
-def loop_thread() -> Iterator[asyncio.AbstractEventLoop]:
-    """An event loop on a thread of its own, for a test's proxy."""
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-    try:
-        yield loop
-    finally:
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join()
-        loop.close()
 
 
 class _HoldingProxy(Proxy):
@@ -173,7 +147,7 @@ def test_a_reply_is_read_by_its_caller_and_the_role_comes_back(
     watcher with no call running: a caller that kept the role would starve it)."""
     kazoo.create(base + "/w", b"0")
     with zklocks.Client(zk_server.hosts) as client:
-        session = _native(client)
+        session = native_sync_carrier(client)
         reader = _reader(client)
         told: queue.Queue[WatchEvent] = queue.Queue()
         with _loop_blocked(session):
@@ -191,7 +165,7 @@ def test_200_threads_on_200_locks_while_watches_fire(
 ) -> None:
     threads, cycles, watchers, rounds = 200, 8, 4, 40
     with zklocks.Client(zk_server.hosts) as client:
-        session = _native(client)
+        session = native_sync_carrier(client)
         watching = []
         for w in range(watchers):
             kazoo.create(f"{base}/watched-{w}", b"")
@@ -251,13 +225,13 @@ def test_a_reply_and_a_notification_in_one_piece_are_told_in_order(
     on_loop(proxy.__aenter__())
     try:
         with zklocks.Client(proxy.hosts, session_timeout=30.0) as client:
-            session = _native(client)
+            session = native_sync_carrier(client)
             reader = _reader(client)
             order: list[str] = []
             session.call([GetData(base + "/w")], None, lambda e: order.append(f"{e.kind.name}"))
             proxy.holding = True
             kazoo.set(base + "/w", b"1")
-            _until(lambda: len(proxy.held) >= 1)  # the notification, held
+            until(lambda: len(proxy.held) >= 1)  # the notification, held
             replies: list[Any] = []
 
             def caller() -> None:
@@ -267,12 +241,12 @@ def test_a_reply_and_a_notification_in_one_piece_are_told_in_order(
             thread = threading.Thread(target=caller)
             with _loop_blocked(session):
                 thread.start()
-                _until(lambda: reader.reading)  # the caller waits, holding the role
-                _until(lambda: len(proxy.held) >= 2)  # its reply, held behind
+                until(lambda: reader.reading)  # the caller waits, holding the role
+                until(lambda: len(proxy.held) >= 2)  # its reply, held behind
                 loop_thread.call_soon_threadsafe(proxy.let_go)
                 # The loop is blocked: only the caller can have read them, and it
                 # left both for the loop (the notification came first).
-                _until(lambda: len(reader.sink.items) == 2)
+                until(lambda: len(reader.sink.items) == 2)
                 assert not replies and order == []
             thread.join(WAIT)
             assert order == ["CHANGED", "reply"]
@@ -295,7 +269,7 @@ def test_a_reset_while_callers_read_fails_what_is_in_flight_and_the_client_goes_
     on_loop(proxy.__aenter__())
     try:
         with zklocks.Client(proxy.hosts, session_timeout=30.0) as client:
-            session = _native(client)
+            session = native_sync_carrier(client)
             reader = _reader(client)
             proxy.holding = True  # the replies never come: the callers wait, reading
             replies: list[list[Any]] = [[] for _ in range(5)]
@@ -309,7 +283,7 @@ def test_a_reset_while_callers_read_fails_what_is_in_flight_and_the_client_goes_
             ]
             for thread in callers:
                 thread.start()
-            _until(lambda: reader.reading and session._connection._session.in_flight >= 10)
+            until(lambda: reader.reading and session._connection._session.in_flight >= 10)
             holder = reader._holder
             assert holder in {t.ident for t in callers}  # a caller, not the loop, reads
             loop_thread.call_soon_threadsafe(proxy.reset)
@@ -348,7 +322,7 @@ def test_callers_interrupted_in_the_middle_of_their_reads_lose_nothing(
     interruption), the role always comes back, and every watch fires exactly once."""
     kazoo.create(base + "/w", b"")
     with zklocks.Client(zk_server.hosts, session_timeout=20.0) as client:
-        session = _native(client)
+        session = native_sync_carrier(client)
         reader = _reader(client)
         watching = _Watching(session, kazoo, base + "/w")
         stop = threading.Event()
@@ -396,7 +370,7 @@ def test_callers_interrupted_in_the_middle_of_their_reads_lose_nothing(
         assert interrupted[0] > 0 and answered[0] > 0
         time.sleep(0.2)
         assert watching.events.empty(), "a notification came twice"
-        _until(lambda: not reader.reading and not reader.sink.items)
+        until(lambda: not reader.reading and not reader.sink.items)
         [reply] = session.call([GetData(base)], time.monotonic() + WAIT)
         assert isinstance(reply, NodeData)
 
@@ -414,7 +388,7 @@ def test_close_while_a_caller_reads_wakes_it_with_client_closed(
     try:
         client = zklocks.Client(proxy.hosts, session_timeout=30.0)
         client.start()
-        session = _native(client)
+        session = native_sync_carrier(client)
         reader = _reader(client)
         proxy.holding = True  # neither the reply nor the closeSession's answer comes
         replies: list[Any] = []
@@ -422,7 +396,7 @@ def test_close_while_a_caller_reads_wakes_it_with_client_closed(
             target=lambda: replies.extend(session.call([GetData(base)], None))
         )
         caller.start()
-        _until(lambda: reader.reading and reader._holder == caller.ident)
+        until(lambda: reader.reading and reader._holder == caller.ident)
         client.stop()
         caller.join(WAIT)
         assert not caller.is_alive()
@@ -443,7 +417,7 @@ def test_without_eventfd_the_loop_reads_and_the_client_works(
     monkeypatch.setattr("zklocks._transport.caller_reads.os.eventfd", refused)
     kazoo.create(base + "/n", b"x")
     with zklocks.Client(zk_server.hosts) as client:
-        session = _native(client)
+        session = native_sync_carrier(client)
         with _loop_blocked(session):  # nobody but the loop can read: the call waits
             answered: queue.Queue[Any] = queue.Queue()
             threading.Thread(

@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -22,25 +20,13 @@ from kazoo.client import KazooClient
 from nemesis.proxy import Proxy
 
 import zklocks
+from helpers import native_sync_carrier, until
 from zklocks._protocol.records import Create, Created
-from zklocks._sync.native_carrier import NativeSyncCarrier, _Timers
+from zklocks._sync.native_carrier import _Timers
 from zklocks._vocabulary import SessionState
 from zklocks.server import ZooKeeperServer
 
 WAIT = 20.0
-
-
-def _native(client: zklocks.Client) -> NativeSyncCarrier:
-    session = client._session
-    assert isinstance(session, NativeSyncCarrier)
-    return session
-
-
-def _until(predicate: Any, timeout: float = WAIT) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out waiting"
-        time.sleep(0.01)
 
 
 @pytest.fixture
@@ -50,27 +36,13 @@ def base(kazoo: KazooClient) -> str:
     return path
 
 
-@pytest.fixture
-def loop_thread() -> Iterator[asyncio.AbstractEventLoop]:
-    """An event loop on a thread of its own (a test's proxy, or timers under test)."""
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-    try:
-        yield loop
-    finally:
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join()
-        loop.close()
-
-
 def test_a_call_is_sent_and_answered_on_the_calling_thread_while_the_loop_is_busy(
     zk_server: ZooKeeperServer, kazoo: KazooClient, base: str
 ) -> None:
     """The caller writes its request and reads its own reply (``caller_reads.py``): with
     the loop thread blocked, the call still completes."""
     with zklocks.Client(zk_server.hosts) as client:
-        session = _native(client)
+        session = native_sync_carrier(client)
         busy, release = threading.Event(), threading.Event()
 
         def occupy() -> None:
@@ -87,7 +59,7 @@ def test_a_call_is_sent_and_answered_on_the_calling_thread_while_the_loop_is_bus
         try:
             # The loop thread is blocked, so only the caller can have written it, and
             # only the caller can have read the answer.
-            _until(lambda: kazoo.exists(base + "/n") is not None)
+            until(lambda: kazoo.exists(base + "/n") is not None)
             caller.join(WAIT)
             assert len(replies) == 1 and isinstance(replies[0], Created)
         finally:
@@ -107,7 +79,7 @@ def test_a_write_bigger_than_the_socket_buffer_is_finished_before_any_other(
     on_loop(proxy.__aenter__())
     try:
         with zklocks.Client(proxy.hosts, session_timeout=30.0) as client:
-            session = _native(client)
+            session = native_sync_carrier(client)
             states: list[SessionState] = []
             session.add_state_listener(states.append)
             big = b"x" * 900_000
@@ -141,12 +113,12 @@ def test_a_write_bigger_than_the_socket_buffer_is_finished_before_any_other(
             a = threading.Thread(target=lambda: first.extend(session.call(bulk, None)))
             a.start()
             try:
-                _until(lambda: session._connection._session.in_flight >= 12)
+                until(lambda: session._connection._session.in_flight >= 12)
                 # Called while the rest of the first write waits with the loop: it must
                 # not overtake it.
                 b = threading.Thread(target=lambda: second.extend(session.call(small, None)))
                 b.start()
-                _until(
+                until(
                     lambda: (
                         session._connection._session.in_flight >= 13
                         or not b.is_alive()
@@ -159,7 +131,7 @@ def test_a_write_bigger_than_the_socket_buffer_is_finished_before_any_other(
             a.join(WAIT)
             b.join(WAIT)
             assert not a.is_alive() and not b.is_alive()
-            _until(lambda: bool(third))
+            until(lambda: bool(third))
             assert all(isinstance(reply, Created) for reply in first), first
             assert len(third) == 1 and isinstance(third[0], Created), third
             assert len(second) == 1 and isinstance(second[0], Created), second
@@ -208,7 +180,7 @@ def test_calls_from_many_threads_each_get_their_own_replies(
     # several calls): nothing may be stranded, reordered or answered to the wrong caller.
     threads, calls = 32, 40
     with zklocks.Client(zk_server.hosts) as client:
-        session = _native(client)
+        session = native_sync_carrier(client)
         got: dict[int, list[Any]] = {i: [] for i in range(threads)}
         start = threading.Barrier(threads)
 
