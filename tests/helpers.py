@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 
 import pytest
 from kazoo.exceptions import NoNodeError
+from nemesis.proxy import Proxy
 
 from zklocks._core.lease import Lease
 from zklocks._core.ops import Wake
@@ -412,6 +413,31 @@ def connection_of(client: Any) -> Any:
     """The transport ``Connection`` under a started ``Client`` or ``AsyncClient``."""
     session = client._session
     return getattr(session, "_connection", None) or session.connection
+
+
+P = TypeVar("P", bound=Proxy)
+
+
+@contextlib.contextmanager
+def threaded_proxy(
+    port: int,
+    make: Callable[[str, int], P] = Proxy,  # type: ignore[assignment]
+) -> Iterator[tuple[P, asyncio.AbstractEventLoop]]:
+    """A proxy (``make``: ``nemesis.proxy.Proxy`` or a test's subclass) to the server on
+    ``port``, on a loop of its own thread, for a sync client (stall, hold or reset it
+    on that loop)."""
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    proxy = make("127.0.0.1", port)
+    asyncio.run_coroutine_threadsafe(proxy.__aenter__(), loop).result(10)
+    try:
+        yield proxy, loop
+    finally:
+        asyncio.run_coroutine_threadsafe(proxy.__aexit__(None, None, None), loop).result(10)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+        loop.close()
 
 
 def native_sync_carrier(client: Any) -> Any:

@@ -27,7 +27,7 @@ from kazoo.client import KazooClient
 from nemesis.proxy import Proxy
 
 import zklocks
-from helpers import native_sync_carrier, until
+from helpers import native_sync_carrier, threaded_proxy, until
 from zklocks._protocol.errors import ClientClosedError, ConnectionLossError
 from zklocks._protocol.records import Create, GetData, NodeData
 from zklocks._sync.native_carrier import NativeSyncCarrier
@@ -210,97 +210,83 @@ def test_a_reply_and_a_notification_in_one_piece_are_told_in_order(
     zk_server: ZooKeeperServer,
     kazoo: KazooClient,
     base: str,
-    loop_thread: asyncio.AbstractEventLoop,
 ) -> None:
     """The server's notification and the reply after it reach the caller in one read.
     The caller may not answer its own latch first: the notification goes to its watcher
     on the loop, then the reply (replies in xid order, notifications in zxid order, a
     watch event before the data that follows it)."""
 
-    def on_loop(coroutine: Any) -> Any:
-        return asyncio.run_coroutine_threadsafe(coroutine, loop_thread).result(WAIT)
-
     kazoo.create(base + "/w", b"0")
-    proxy = _HoldingProxy("127.0.0.1", zk_server.port)
-    on_loop(proxy.__aenter__())
-    try:
-        with zklocks.Client(proxy.hosts, session_timeout=30.0) as client:
-            session = native_sync_carrier(client)
-            reader = _reader(client)
-            order: list[str] = []
-            session.call([GetData(base + "/w")], None, lambda e: order.append(f"{e.kind.name}"))
-            proxy.holding = True
-            kazoo.set(base + "/w", b"1")
-            until(lambda: len(proxy.held) >= 1)  # the notification, held
-            replies: list[Any] = []
+    with (
+        threaded_proxy(zk_server.port, _HoldingProxy) as (proxy, proxy_loop),
+        zklocks.Client(proxy.hosts, session_timeout=30.0) as client,
+    ):
+        session = native_sync_carrier(client)
+        reader = _reader(client)
+        order: list[str] = []
+        session.call([GetData(base + "/w")], None, lambda e: order.append(f"{e.kind.name}"))
+        proxy.holding = True
+        kazoo.set(base + "/w", b"1")
+        until(lambda: len(proxy.held) >= 1)  # the notification, held
+        replies: list[Any] = []
 
-            def caller() -> None:
-                replies.extend(session.call([GetData(base)], None))
-                order.append("reply")
+        def caller() -> None:
+            replies.extend(session.call([GetData(base)], None))
+            order.append("reply")
 
-            thread = threading.Thread(target=caller)
-            with _loop_blocked(session):
-                thread.start()
-                until(lambda: reader.reading)  # the caller waits, holding the role
-                until(lambda: len(proxy.held) >= 2)  # its reply, held behind
-                loop_thread.call_soon_threadsafe(proxy.let_go)
-                # The loop is blocked: only the caller can have read them, and it
-                # left both for the loop (the notification came first).
-                until(lambda: len(reader.sink.items) == 2)
-                assert not replies and order == []
-            thread.join(WAIT)
-            assert order == ["CHANGED", "reply"]
-            assert len(replies) == 1 and isinstance(replies[0], NodeData)
-            assert not reader.reading and not reader.sink.items
-    finally:
-        on_loop(proxy.__aexit__(None, None, None))
+        thread = threading.Thread(target=caller)
+        with _loop_blocked(session):
+            thread.start()
+            until(lambda: reader.reading)  # the caller waits, holding the role
+            until(lambda: len(proxy.held) >= 2)  # its reply, held behind
+            proxy_loop.call_soon_threadsafe(proxy.let_go)
+            # The loop is blocked: only the caller can have read them, and it
+            # left both for the loop (the notification came first).
+            until(lambda: len(reader.sink.items) == 2)
+            assert not replies and order == []
+        thread.join(WAIT)
+        assert order == ["CHANGED", "reply"]
+        assert len(replies) == 1 and isinstance(replies[0], NodeData)
+        assert not reader.reading and not reader.sink.items
 
 
 def test_a_reset_while_callers_read_fails_what_is_in_flight_and_the_client_goes_on(
     zk_server: ZooKeeperServer,
     kazoo: KazooClient,
     base: str,
-    loop_thread: asyncio.AbstractEventLoop,
 ) -> None:
-    def on_loop(coroutine: Any) -> Any:
-        return asyncio.run_coroutine_threadsafe(coroutine, loop_thread).result(WAIT)
-
-    proxy = _HoldingProxy("127.0.0.1", zk_server.port)
-    on_loop(proxy.__aenter__())
-    try:
-        with zklocks.Client(proxy.hosts, session_timeout=30.0) as client:
-            session = native_sync_carrier(client)
-            reader = _reader(client)
-            proxy.holding = True  # the replies never come: the callers wait, reading
-            replies: list[list[Any]] = [[] for _ in range(5)]
-            callers = [
-                threading.Thread(
-                    target=lambda i=i: replies[i].extend(
-                        session.call([GetData(base), GetData(base)], None)
-                    )
+    with (
+        threaded_proxy(zk_server.port, _HoldingProxy) as (proxy, proxy_loop),
+        zklocks.Client(proxy.hosts, session_timeout=30.0) as client,
+    ):
+        session = native_sync_carrier(client)
+        reader = _reader(client)
+        proxy.holding = True  # the replies never come: the callers wait, reading
+        replies: list[list[Any]] = [[] for _ in range(5)]
+        callers = [
+            threading.Thread(
+                target=lambda i=i: replies[i].extend(
+                    session.call([GetData(base), GetData(base)], None)
                 )
-                for i in range(5)
-            ]
-            for thread in callers:
-                thread.start()
-            until(lambda: reader.reading and session._connection._session.in_flight >= 10)
-            holder = reader._holder
-            assert holder in {t.ident for t in callers}  # a caller, not the loop, reads
-            loop_thread.call_soon_threadsafe(proxy.reset)
-            for thread in callers:
-                thread.join(WAIT)
-            assert not any(t.is_alive() for t in callers)
-            for got in replies:
-                assert len(got) == 2
-                assert all(isinstance(r, ConnectionLossError) for r in got), got
-            proxy.holding = False
-            [again] = session.call(
-                [Create(base + "/after", ephemeral=False)], time.monotonic() + WAIT
             )
-            assert again is not None and not isinstance(again, Exception), again
-            assert not reader.reading and not reader.sink.items
-    finally:
-        on_loop(proxy.__aexit__(None, None, None))
+            for i in range(5)
+        ]
+        for thread in callers:
+            thread.start()
+        until(lambda: reader.reading and session._connection._session.in_flight >= 10)
+        holder = reader._holder
+        assert holder in {t.ident for t in callers}  # a caller, not the loop, reads
+        proxy_loop.call_soon_threadsafe(proxy.reset)
+        for thread in callers:
+            thread.join(WAIT)
+        assert not any(t.is_alive() for t in callers)
+        for got in replies:
+            assert len(got) == 2
+            assert all(isinstance(r, ConnectionLossError) for r in got), got
+        proxy.holding = False
+        [again] = session.call([Create(base + "/after", ephemeral=False)], time.monotonic() + WAIT)
+        assert again is not None and not isinstance(again, Exception), again
+        assert not reader.reading and not reader.sink.items
     assert kazoo.exists(base + "/after") is not None
 
 
@@ -376,16 +362,11 @@ def test_callers_interrupted_in_the_middle_of_their_reads_lose_nothing(
 
 
 def test_close_while_a_caller_reads_wakes_it_with_client_closed(
-    zk_server: ZooKeeperServer, base: str, loop_thread: asyncio.AbstractEventLoop
+    zk_server: ZooKeeperServer, base: str
 ) -> None:
     """No byte comes, no reset: only the wake-up can end the reading caller's poll."""
 
-    def on_loop(coroutine: Any) -> Any:
-        return asyncio.run_coroutine_threadsafe(coroutine, loop_thread).result(WAIT)
-
-    proxy = _HoldingProxy("127.0.0.1", zk_server.port)
-    on_loop(proxy.__aenter__())
-    try:
+    with threaded_proxy(zk_server.port, _HoldingProxy) as (proxy, _proxy_loop):
         client = zklocks.Client(proxy.hosts, session_timeout=30.0)
         client.start()
         session = native_sync_carrier(client)
@@ -401,8 +382,6 @@ def test_close_while_a_caller_reads_wakes_it_with_client_closed(
         caller.join(WAIT)
         assert not caller.is_alive()
         assert len(replies) == 1 and isinstance(replies[0], ClientClosedError), replies
-    finally:
-        on_loop(proxy.__aexit__(None, None, None))
 
 
 def test_without_eventfd_the_loop_reads_and_the_client_works(

@@ -26,6 +26,7 @@ from helpers import (
     expire_session,
     run,
     session_credentials,
+    threaded_proxy,
     without_version_warning,
 )
 from zklocks import ConnectionState
@@ -479,23 +480,6 @@ def test_a_silent_host_is_reported_once_through_many_attempts(
             assert silent[0].getMessage().startswith(f"{proxy.hosts} did not answer within")
 
     run(scenario())
-
-
-@contextlib.contextmanager
-def threaded_proxy(port: int) -> Iterator[tuple[Proxy, asyncio.AbstractEventLoop]]:
-    """``Proxy`` on a loop of its own thread, for a sync client (stall it on that loop)."""
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-    proxy = Proxy("127.0.0.1", port)
-    asyncio.run_coroutine_threadsafe(proxy.__aenter__(), loop).result(10)
-    try:
-        yield proxy, loop
-    finally:
-        asyncio.run_coroutine_threadsafe(proxy.__aexit__(None, None, None), loop).result(10)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(10)
-        loop.close()
 
 
 def test_listener_hears_a_stall_and_the_recovery(zk_server: ZooKeeperServer) -> None:

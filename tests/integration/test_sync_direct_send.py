@@ -17,10 +17,9 @@ from typing import Any
 
 import pytest
 from kazoo.client import KazooClient
-from nemesis.proxy import Proxy
 
 import zklocks
-from helpers import native_sync_carrier, until
+from helpers import native_sync_carrier, threaded_proxy, until
 from zklocks._protocol.records import Create, Created
 from zklocks._sync.native_carrier import _Timers
 from zklocks._vocabulary import SessionState
@@ -70,80 +69,72 @@ def test_a_write_bigger_than_the_socket_buffer_is_finished_before_any_other(
     zk_server: ZooKeeperServer,
     kazoo: KazooClient,
     base: str,
-    loop_thread: asyncio.AbstractEventLoop,
 ) -> None:
-    def on_loop(coroutine: Any) -> Any:
-        return asyncio.run_coroutine_threadsafe(coroutine, loop_thread).result(WAIT)
+    with (
+        threaded_proxy(zk_server.port) as (proxy, proxy_loop),
+        zklocks.Client(proxy.hosts, session_timeout=30.0) as client,
+    ):
+        session = native_sync_carrier(client)
+        states: list[SessionState] = []
+        session.add_state_listener(states.append)
+        big = b"x" * 900_000
+        # 12 x 900 kB: more than the kernel buffers of a stalled path hold, so the
+        # caller's write is partial and the loop must send the rest. The loop is
+        # kept busy meanwhile, so the rest waits with it when the next call comes.
+        proxy_loop.call_soon_threadsafe(proxy.stall)
+        busy, release = threading.Event(), threading.Event()
 
-    proxy = Proxy("127.0.0.1", zk_server.port)
-    on_loop(proxy.__aenter__())
-    try:
-        with zklocks.Client(proxy.hosts, session_timeout=30.0) as client:
-            session = native_sync_carrier(client)
-            states: list[SessionState] = []
-            session.add_state_listener(states.append)
-            big = b"x" * 900_000
-            # 12 x 900 kB: more than the kernel buffers of a stalled path hold, so the
-            # caller's write is partial and the loop must send the rest. The loop is
-            # kept busy meanwhile, so the rest waits with it when the next call comes.
-            loop_thread.call_soon_threadsafe(proxy.stall)
-            busy, release = threading.Event(), threading.Event()
+        def occupy() -> None:
+            busy.set()
+            release.wait(WAIT)
 
-            def occupy() -> None:
-                busy.set()
-                release.wait(WAIT)
+        session._loop.call_soon_threadsafe(occupy)
+        assert busy.wait(WAIT)
+        first: list[Any] = []
+        second: list[Any] = []
+        third: list[Any] = []
+        small = [Create(base + "/n-", b"", ephemeral=False, sequential=True)]
 
-            session._loop.call_soon_threadsafe(occupy)
-            assert busy.wait(WAIT)
-            first: list[Any] = []
-            second: list[Any] = []
-            third: list[Any] = []
-            small = [Create(base + "/n-", b"", ephemeral=False, sequential=True)]
+        def loop_side() -> None:
+            # Runs on the loop after ``occupy``, before the loop's turn to send the
+            # rest of the partial write: a write of the loop's own must not cut in.
+            future = session._connection.submit(small[0])
+            future.add_done_callback(lambda done: third.append(done.exception() or done.result()))
 
-            def loop_side() -> None:
-                # Runs on the loop after ``occupy``, before the loop's turn to send the
-                # rest of the partial write: a write of the loop's own must not cut in.
-                future = session._connection.submit(small[0])
-                future.add_done_callback(
-                    lambda done: third.append(done.exception() or done.result())
+        session._loop.call_soon_threadsafe(loop_side)
+        bulk = [Create(base + "/n-", big, ephemeral=False, sequential=True)] * 12
+        a = threading.Thread(target=lambda: first.extend(session.call(bulk, None)))
+        a.start()
+        try:
+            until(lambda: session._connection._session.in_flight >= 12)
+            # Called while the rest of the first write waits with the loop: it must
+            # not overtake it.
+            b = threading.Thread(target=lambda: second.extend(session.call(small, None)))
+            b.start()
+            until(
+                lambda: (
+                    session._connection._session.in_flight >= 13
+                    or not b.is_alive()
+                    or len(session._pending) > 0
                 )
-
-            session._loop.call_soon_threadsafe(loop_side)
-            bulk = [Create(base + "/n-", big, ephemeral=False, sequential=True)] * 12
-            a = threading.Thread(target=lambda: first.extend(session.call(bulk, None)))
-            a.start()
-            try:
-                until(lambda: session._connection._session.in_flight >= 12)
-                # Called while the rest of the first write waits with the loop: it must
-                # not overtake it.
-                b = threading.Thread(target=lambda: second.extend(session.call(small, None)))
-                b.start()
-                until(
-                    lambda: (
-                        session._connection._session.in_flight >= 13
-                        or not b.is_alive()
-                        or len(session._pending) > 0
-                    )
-                )
-            finally:
-                release.set()
-            loop_thread.call_soon_threadsafe(proxy.unstall)
-            a.join(WAIT)
-            b.join(WAIT)
-            assert not a.is_alive() and not b.is_alive()
-            until(lambda: bool(third))
-            assert all(isinstance(reply, Created) for reply in first), first
-            assert len(third) == 1 and isinstance(third[0], Created), third
-            assert len(second) == 1 and isinstance(second[0], Created), second
-            # The first write's requests are numbered first and answered first; the two
-            # after it follow in whichever order they were numbered.
-            sequence = [int(reply.path.rsplit("-", 1)[1]) for reply in first + third + second]
-            assert len(set(sequence)) == 14
-            assert max(sequence[:12]) < min(sequence[12:])
-            assert sequence[:12] == sorted(sequence[:12])
-            assert SessionState.SUSPENDED not in states  # the stream stayed whole
-    finally:
-        on_loop(proxy.__aexit__(None, None, None))
+            )
+        finally:
+            release.set()
+        proxy_loop.call_soon_threadsafe(proxy.unstall)
+        a.join(WAIT)
+        b.join(WAIT)
+        assert not a.is_alive() and not b.is_alive()
+        until(lambda: bool(third))
+        assert all(isinstance(reply, Created) for reply in first), first
+        assert len(third) == 1 and isinstance(third[0], Created), third
+        assert len(second) == 1 and isinstance(second[0], Created), second
+        # The first write's requests are numbered first and answered first; the two
+        # after it follow in whichever order they were numbered.
+        sequence = [int(reply.path.rsplit("-", 1)[1]) for reply in first + third + second]
+        assert len(set(sequence)) == 14
+        assert max(sequence[:12]) < min(sequence[12:])
+        assert sequence[:12] == sorted(sequence[:12])
+        assert SessionState.SUSPENDED not in states  # the stream stayed whole
     assert len(kazoo.get_children(base)) == 14
 
 
