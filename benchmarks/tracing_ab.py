@@ -15,53 +15,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
-import statistics
-import threading
-import time
 from collections.abc import Callable
 
 import zklocks
+from benchmarks import ab
 from zklocks import tracing
 from zklocks.server import ZooKeeperServer
-
-
-def _round(cycle: Callable[[], int]) -> tuple[float, float]:
-    """Run one round; (wall seconds, CPU seconds) per cycle."""
-    wall, cpu = time.perf_counter(), time.process_time()
-    cycles = cycle()
-    return (time.perf_counter() - wall) / cycles, (time.process_time() - cpu) / cycles
-
-
-def _uncontended(client: zklocks.Client, cycles: int) -> Callable[[], int]:
-    lock = client.lock("/bench/tracing/uncontended")
-
-    def run() -> int:
-        for _ in range(cycles):
-            with lock:
-                pass
-        return cycles
-
-    return run
-
-
-def _many_locks(client: zklocks.Client, threads: int, cycles: int) -> Callable[[], int]:
-    locks = [client.lock(f"/bench/tracing/many/{n}") for n in range(threads)]
-
-    def worker(lock: zklocks.Lock) -> None:
-        for _ in range(cycles):
-            with lock:
-                pass
-
-    def run() -> int:
-        crew = [threading.Thread(target=worker, args=(lock,)) for lock in locks]
-        for thread in crew:
-            thread.start()
-        for thread in crew:
-            thread.join()
-        return threads * cycles
-
-    return run
 
 
 def _asyncio_uncontended(
@@ -93,36 +52,22 @@ def main() -> None:
     ):
         async_client = zklocks.AsyncClient(zk.hosts)
         loop.run_until_complete(async_client.start())
-        rows = {
-            "uncontended (sync)": _uncontended(client, args.cycles),
-            "uncontended (asyncio)": _asyncio_uncontended(loop, async_client, args.cycles),
-            f"many locks ({args.threads} threads)": _many_locks(
-                client, args.threads, max(1, args.cycles // args.threads * 4)
-            ),
-        }
-        print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-        print(
-            f"{'row':<26} {'wall A µs':>10} {'wall B µs':>10} {'B/A':>6}"
-            f" {'cpu A µs':>10} {'cpu B µs':>10} {'B/A':>6}"
+        asyncio_cycle = _asyncio_uncontended(loop, async_client, args.cycles)
+        sync_cycle = ab.uncontended(client, "/bench/tracing/uncontended", args.cycles)
+        many_cycle = ab.many_locks(
+            client, "/bench/tracing/many", args.threads, max(1, args.cycles // args.threads * 4)
         )
-        for name, cycle in rows.items():
-            cycle()  # warm: connections, nodes, caches
-            sides: dict[str, list[tuple[float, float]]] = {"A": [], "B": []}
-            for _ in range(args.rounds):
-                for side in ("A", "B"):
-                    if side == "A":
-                        tracing.uninstall()
-                    else:
-                        tracing.install()
-                    sides[side].append(_round(cycle))
-            wall = {s: statistics.median(w for w, _ in v) * 1e6 for s, v in sides.items()}
-            cpu = {s: statistics.median(c for _, c in v) * 1e6 for s, v in sides.items()}
-            print(
-                f"{name:<26} {wall['A']:>10.0f} {wall['B']:>10.0f} "
-                f"{wall['B'] / wall['A']:>6.3f} {cpu['A']:>10.0f} {cpu['B']:>10.0f} "
-                f"{cpu['B'] / cpu['A']:>6.3f}"
-            )
-        print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        rows = {
+            "uncontended (sync)": {"A": sync_cycle, "B": sync_cycle},
+            "uncontended (asyncio)": {"A": asyncio_cycle, "B": asyncio_cycle},
+            f"many locks ({args.threads} threads)": {"A": many_cycle, "B": many_cycle},
+        }
+        # A: the hooks uninstalled; B: installed, with no provider
+        ab.compare(
+            rows,
+            args.rounds,
+            lambda side: (tracing.install if side == "B" else tracing.uninstall)(),
+        )
         loop.run_until_complete(async_client.stop())
     loop.close()
 
