@@ -96,6 +96,12 @@ class Proxy:
         """Before the server's bytes flow to the client: a subclass may rewrite the first
         answer (tests/broken_server.py adds a reply nobody asked for). Nothing here."""
 
+    def _forward(self, sink: asyncio.StreamWriter, data: bytes, *, answers: bool) -> None:
+        """Pass bytes on (``answers``: the server's, to the client): a subclass may hold
+        them (tests/integration/test_caller_reads.py lets a reply and a notification go
+        in one write). Here: written at once."""
+        sink.write(data)
+
     async def _pump(
         self,
         source: asyncio.StreamReader,
@@ -114,7 +120,7 @@ class Proxy:
                 await self._flowing.wait()
                 if sink.transport.is_closing():
                     break
-                sink.write(data)
+                self._forward(sink, data, answers=answers)
         except (OSError, ConnectionError, asyncio.IncompleteReadError):
             pass
         finally:

@@ -81,32 +81,11 @@ class _HoldingProxy(Proxy):
         for sink in sinks:
             sink.write(b"".join(data for s, data in held if s is sink))
 
-    async def _pump(
-        self,
-        source: asyncio.StreamReader,
-        sink: asyncio.StreamWriter,
-        other: asyncio.StreamWriter,
-        *,
-        answers: bool = False,
-    ) -> None:
-        if not answers:
-            await super()._pump(source, sink, other)
-            return
-        try:
-            while True:
-                data = await source.read(65536)
-                if not data:
-                    break
-                if self.holding:
-                    self.held.append((sink, data))
-                else:
-                    sink.write(data)
-        except (OSError, ConnectionError):
-            pass
-        finally:
-            for w in (sink, other):
-                self._writers.discard(w)
-                w.transport.abort()
+    def _forward(self, sink: asyncio.StreamWriter, data: bytes, *, answers: bool) -> None:
+        if answers and self.holding:
+            self.held.append((sink, data))
+        else:
+            sink.write(data)
 
 
 class _Watching:
