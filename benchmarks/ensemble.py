@@ -17,7 +17,8 @@ waiter, which the Java worker does not offer). The **floor** is timed on the sam
 in the same run by raw-socket clients (``wire.RawClient``): a holder on one member
 deletes its node while a watcher on another (or the same) member waits for the
 notification; the time from sending the delete to the notification is a delete's commit
-plus the notification's half round trip, the least a hand-off can cost.
+plus the notification's half round trip. With the read the new holder sends to confirm
+(``rtt``; docs/locks.md says why it stays) that is the least a hand-off can cost.
 
 The phases run in turn over every round-trip time (all uncontended runs, then all hot
 lock runs, then the drains), shortest first. Curator's JVMs warm their JIT first, on the

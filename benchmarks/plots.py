@@ -218,7 +218,7 @@ def _ensemble(results: dict[str, Any], path: Path) -> bool:
         points.sort()
         rtts = [p[0] for p in points]
         color = COLORS.get(name, "k")
-        label = NAMES.get(name, "floor: delete commit + ½ RTT (raw wire)")
+        label = NAMES.get(name, "floor: delete commit + notification + one read (raw wire)")
         style = "--" if name == "floor" else "-"
         ax.plot(rtts, [p[1] for p in points], style, marker="o", color=color, label=label)
         ax.plot(rtts, [p[2] for p in points], ":", color=color, alpha=0.5, lw=1)
