@@ -955,8 +955,9 @@ def _below_floor(lib: str, need: float, d: dict[str, float]) -> str:
     pattern = re.search(r"\((\d+) req, (\d+) RT\)", FLOOR_OF[lib])
     sends = f"these {pattern[1]} requests in {pattern[2]} round trips" if pattern else "them"
     return (
-        f"That is below the wire floor of our own request pattern, {us(d['floor'])} µs in the "
-        f"profile run (section 6), by {us(d['floor'] - need)} µs: no client sending {sends} "
+        f"The goal's cycle, {us(need)} µs, is below the wire floor of our own request pattern, "
+        f"{us(d['floor'])} µs in the profile run (section 6), by {us(d['floor'] - need)} µs: "
+        f"no client sending {sends} "
         "can meet it on this server (both libraries pay the same two fsynced writes). "
     )
 
