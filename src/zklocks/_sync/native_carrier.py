@@ -38,7 +38,7 @@ from zklocks._protocol.errors import (
 )
 from zklocks._protocol.records import GetData
 from zklocks._transport import forks
-from zklocks._transport.adapter import connection_failed, facts_of, reply_of, submit_all
+from zklocks._transport.adapter import connection_failed, facts_of, submit_all
 from zklocks._vocabulary import SessionListener, SessionState, Watcher, WatchEvent, WatchKind
 
 T = TypeVar("T")
@@ -352,23 +352,12 @@ class NativeSyncCarrier:
         self._submit(requests, watcher, done)
 
     def _submit(self, requests: Sequence[Request], watcher: Watcher | None, done: _Latch) -> None:
+        """On the loop: send ``requests``, the latch's slots answered as futures would be."""
         try:
-            futures = submit_all(self._connection, requests, watcher)
+            submit_all(self._connection, requests, watcher, done.tokens())
         except BaseException as exc:
             done.fail(exc)
             raise
-        pending = [len(futures)]
-
-        def one_answered(_future: asyncio.Future[Any]) -> None:
-            pending[0] -= 1
-            if pending[0] == 0:
-                try:
-                    done.set([reply_of(future) for future in futures])
-                except BaseException as exc:
-                    done.fail(exc)
-
-        for future in futures:
-            future.add_done_callback(one_answered)
 
     def in_background(self, work: Callable[[], T]) -> concurrent.futures.Future[T]:
         """Run ``work`` on a thread of its own; ``close()`` joins it. Not a pool: cleanup

@@ -14,29 +14,23 @@ from collections.abc import Sequence
 from typing import Any
 
 from zklocks._errors import ConnectionFailed
-from zklocks._protocol.errors import ConnectionFailedError, ZooKeeperError
+from zklocks._protocol.errors import ConnectionFailedError
 from zklocks._transport.connection import Connection
 from zklocks._vocabulary import SessionFacts, SessionState, Watcher
 
 
 def submit_all(
-    connection: Connection, requests: Sequence[object], watcher: Watcher | None
+    connection: Connection,
+    requests: Sequence[object],
+    watcher: Watcher | None,
+    tokens: Sequence[Any] | None = None,
 ) -> list[asyncio.Future[Any]]:
-    """Submit back to back (pipelined, one write); call on the loop thread."""
+    """Submit back to back (pipelined, one write); call on the loop thread. ``tokens``:
+    the carrier's own reply slots, one per request, answered instead of new futures."""
     if len(requests) == 1:
-        return [connection.submit(requests[0], watcher=watcher)]
-    return connection.submit_many(requests, watcher=watcher)
-
-
-def reply_of(future: asyncio.Future[Any]) -> Any:
-    """A done future as a flow reply (``_core.ops.Reply``, which the transport does not
-    import): its value, or its ZooKeeper error as an instance."""
-    error = future.exception()
-    if error is None:
-        return future.result()
-    if isinstance(error, ZooKeeperError):
-        return error
-    raise error
+        token = None if tokens is None else tokens[0]
+        return [connection.submit(requests[0], watcher=watcher, token=token)]
+    return connection.submit_many(requests, watcher=watcher, tokens=tokens)
 
 
 def facts_of(connection: Connection) -> SessionFacts:

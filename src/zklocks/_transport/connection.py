@@ -378,7 +378,9 @@ class Connection:
 
     # ------------------------------------------------------------ requests
 
-    def submit(self, request: object, *, watcher: Watcher | None = None) -> asyncio.Future[Any]:
+    def submit(
+        self, request: object, *, watcher: Watcher | None = None, token: Any = None
+    ) -> asyncio.Future[Any]:
         """Send ``request`` now (or queue it while disconnected); the future gets the reply.
 
         Must be called on the loop's thread. A refused request sets the typed
@@ -386,17 +388,24 @@ class Connection:
         drops, ``ConnectionLossError``; any after ``close()``, ``ClientClosedError``.
         ``watcher`` sets a watch (exists/getData: data watch; getChildren: child watch;
         AddWatch: a persistent watch) and is called on the loop thread when it fires.
+        ``token``: answered instead of a new future (anything with a future's ``done``,
+        ``set_result`` and ``set_exception``: a carrier's own, cheaper, reply slot).
         """
-        return self._out.submit(request, watcher)
+        return self._out.submit(request, watcher, token)
 
     def submit_many(
-        self, requests: Sequence[object], *, watcher: Watcher | None = None
+        self,
+        requests: Sequence[object],
+        *,
+        watcher: Watcher | None = None,
+        tokens: Sequence[Any] | None = None,
     ) -> list[asyncio.Future[Any]]:
         """``submit`` each request, pipelined, with all their frames in *one* write.
 
-        ``watcher`` applies to every request that can carry a watch.
+        ``watcher`` applies to every request that can carry a watch; ``tokens``, one per
+        request, as ``submit``'s ``token``.
         """
-        return self._out.submit_many(requests, watcher)
+        return self._out.submit_many(requests, watcher, tokens)
 
     def submit_from_thread(
         self, requests: Sequence[object], tokens: Sequence[Any], watcher: Watcher | None

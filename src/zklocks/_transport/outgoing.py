@@ -5,7 +5,13 @@
 * **Waiting.** While no wire is live, requests wait in a queue; the next connection
   sends them once the session is restored (``flush``), or they fail with the session.
 * **One write for many.** ``submit_many()`` sends a batch (a lock's ``create`` and
-  ``getChildren``) in one write: on loopback a send costs more than encoding.
+  ``getChildren``) in one write: on loopback a send costs more than encoding. And the
+  requests one turn of the event loop submits go out in one write at its end
+  (``write_soon``): a reply read by the loop often carries the replies of a hundred
+  tasks, each of which submits its next request in the same turn, and a send (a
+  syscall that also runs the receiver's side of loopback TCP) costs more than all the
+  Python of a request. Every other write (``write``) sends what waits first, so the
+  wire's order stays the order the frames were made in.
 * **Other threads.** ``submit_from_thread()`` lets a blocking caller write its own
   requests through the ``DirectWriter`` (see ``direct.py``) while the loop reads.
 * **Metrics.** ``count_with(meter)`` (a seam the front end sets) says where to count
@@ -70,6 +76,8 @@ class Outgoing:
         self._meter: Callable[[], RequestMeter | None] = _no_meter
         self.writer = DirectWriter(lock, loop, lambda: self._wire, liveness.sent)
         self.reader: _Ends | None = None  # the callers' reader role (the connection's)
+        self._corked: list[bytes] = []  # made this turn of the loop, for ``_corked_wire``
+        self._corked_wire: Wire | None = None
 
     @property
     def wire(self) -> Wire | None:  # the wire a session is live on, if any
@@ -112,40 +120,47 @@ class Outgoing:
             if not future.done():
                 future.set_exception(type(error)(str(error)))
 
-    def submit(self, request: object, watcher: Watcher | None) -> asyncio.Future[Any]:
-        loop = self._loop()
-        future: asyncio.Future[Any] = loop.create_future()
+    def submit(
+        self, request: object, watcher: Watcher | None, token: Any = None
+    ) -> asyncio.Future[Any]:
+        """Send ``request`` (or queue it while no wire is live); ``token`` (a future, or
+        anything with its ``done``/``set_result``/``set_exception``) gets the reply, a
+        new future if None. Returns the token."""
+        future: Any = self._loop().create_future() if token is None else token
         if self.closing:
             future.set_exception(ClientClosedError())
         elif self.wire is not None and not self.queue:
             self.send(request, future, watcher)
         else:
             self.queue.append((request, future, watcher))
-        return future
+        return future  # type: ignore[no-any-return]
 
     def submit_many(
-        self, requests: Sequence[object], watcher: Watcher | None
+        self,
+        requests: Sequence[object],
+        watcher: Watcher | None,
+        tokens: Sequence[Any] | None = None,
     ) -> list[asyncio.Future[Any]]:
+        """``submit`` each, their frames in one write; ``tokens``: as ``submit``'s."""
+        if tokens is None:
+            loop = self._loop()
+            tokens = [loop.create_future() for _ in requests]
         if self.wire is None or self.queue:
-            return [self.submit(request, watcher) for request in requests]
-        loop = self._loop()
+            return [self.submit(r, watcher, t) for r, t in zip(requests, tokens, strict=True)]
         now = time.monotonic()
-        futures: list[asyncio.Future[Any]] = []
         frames: list[bytes] = []
         meter = self._meter()
         with self.lock:
-            for request in requests:
+            for request, token in zip(requests, tokens, strict=True):
                 if meter is not None:
                     meter.request(request)
-                future: asyncio.Future[Any] = loop.create_future()
-                futures.append(future)
                 try:
-                    frames.append(self._session.request(request, (future, now), watcher))
+                    frames.append(self._session.request(request, (token, now), watcher))
                 except (ZooKeeperError, TypeError, ValueError) as exc:
-                    future.set_exception(exc)
+                    token.set_exception(exc)
             if frames:
-                self.write(b"".join(frames))
-        return futures
+                self.write_soon(b"".join(frames))
+        return list(tokens)
 
     def send(self, request: object, future: asyncio.Future[Any], watcher: Watcher | None) -> None:
         meter = self._meter()
@@ -157,11 +172,40 @@ class Outgoing:
             except (ZooKeeperError, TypeError, ValueError) as exc:
                 future.set_exception(exc)
                 return
-            self.write(frame)
+            self.write_soon(frame)
 
     def write(self, frame: bytes) -> None:
-        """Write on the loop thread, holding the lock (with the frame's making)."""
+        """Write on the loop thread, holding the lock (with the frame's making), after
+        what this turn of the loop made before it."""
         self._liveness.sent(time.monotonic())
+        if self._corked:
+            self._corked.append(frame)
+            self._uncork()
+        else:
+            self._write(frame)
+
+    def write_soon(self, frame: bytes) -> None:
+        """Write at the end of this turn of the loop, with every frame made until then
+        (on the loop thread, holding the lock)."""
+        self._liveness.sent(time.monotonic())
+        if not self._corked:
+            self._corked_wire = self.wire
+            self._loop().call_soon(self._uncork_held)
+        self._corked.append(frame)
+
+    def _uncork_held(self) -> None:
+        with self.lock:
+            self._uncork()
+
+    def _uncork(self) -> None:
+        frames, wire = self._corked, self._corked_wire
+        if not frames:
+            return
+        self._corked, self._corked_wire = [], None
+        if wire is self.wire:  # else that wire ended: its requests fail with it
+            self._write(b"".join(frames) if len(frames) > 1 else frames[0])
+
+    def _write(self, frame: bytes) -> None:
         wire = self.wire
         transport = None if wire is None else wire.transport
         assert transport is not None
@@ -190,6 +234,7 @@ class Outgoing:
                 or transport is None
                 or self.closing
                 or self.queue
+                or self._corked  # made before ours: they go first, from the loop
                 or writer.rest is not None
                 or not self._session.connected
                 or transport.get_write_buffer_size()
