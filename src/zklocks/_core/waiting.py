@@ -97,6 +97,7 @@ class Waiting:
         with self._mutex:
             self._stopped = True
             self._callbacks.clear()
+            self._count = None  # it holds the lease: no cycle is left behind
 
     @property
     def stopped(self) -> bool:
