@@ -9,7 +9,9 @@ connected. The leases themselves, and the rule, are in ``lease.py``.
 from __future__ import annotations
 
 import threading
+import time
 import weakref
+from collections import deque
 from collections.abc import Callable
 
 from zklocks._core import events as _events
@@ -25,7 +27,13 @@ NODE_WATCH_DELAY = 0.05
 Most locks are held briefly: a lease released sooner never needs the watch, and the
 uncontended cycle stays at 3 requests (2 for the one-node lock). Session expiry and the
 clock rule are watched from the grant on; only a deletion of our node by someone else
-is noticed up to this much later than it could be.
+is noticed up to this much (plus ``ARM_SPACING``) later than it could be.
+"""
+
+ARM_SPACING = NODE_WATCH_DELAY / 5
+"""The leases' node watches are set by one timer per client, which fires at most this
+often: every due watch at each firing. One timer per lease would wake the client's
+event thread once per grant, to set a watch that a lease released sooner never needs.
 """
 
 
@@ -47,6 +55,9 @@ class LeaseKeeper:
         self._leases: weakref.WeakSet[LeaseBase] = weakref.WeakSet()
         self._cancel_timer: Cancel | None = None
         self._timer_mutex = threading.Lock()  # track() arms from the caller's thread
+        # leases whose node watch is due (at, arm), in order; one timer sets them
+        self._arms: deque[tuple[float, Callable[[], None]]] = deque()
+        self._arming = False  # that timer is set
         self._connected = False
         self._suspended = False  # cut off since the last CONNECTED (for the resumed event)
 
@@ -67,9 +78,38 @@ class LeaseKeeper:
                 watch_node(lease.node, on_event)
                 lease._watch_set()
 
-        self._schedule(NODE_WATCH_DELAY, arm)
+        self._arm_later(arm)
         if self._cancel_timer is None and self._timed_while_connected():
             self._arm_timer()
+
+    def _now(self) -> float:
+        facts = self._facts()  # the session's clock (the simulator's is virtual)
+        return time.monotonic() if facts is None else facts.clock()
+
+    def _arm_later(self, arm: Callable[[], None]) -> None:
+        """Run ``arm`` ``NODE_WATCH_DELAY`` from now, on the one timer that sets them."""
+        due = self._now() + NODE_WATCH_DELAY
+        with self._timer_mutex:
+            self._arms.append((due, arm))
+            if self._arming:
+                return
+            self._arming = True
+        self._schedule(NODE_WATCH_DELAY, self._arm_due)
+
+    def _arm_due(self) -> None:
+        """(The timer) set every due watch; again for the next, ``ARM_SPACING`` on."""
+        now = self._now()
+        due: list[Callable[[], None]] = []
+        with self._timer_mutex:
+            arms = self._arms
+            while arms and arms[0][0] <= now:
+                due.append(arms.popleft()[1])
+            later = max(arms[0][0] - now, ARM_SPACING) if arms else None
+            self._arming = later is not None
+        if later is not None:
+            self._schedule(later, self._arm_due)
+        for arm in due:
+            arm()
 
     def on_state(self, state: SessionState) -> None:
         if state is SessionState.LOST:
