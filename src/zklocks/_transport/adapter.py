@@ -1,8 +1,9 @@
 """What both front ends need to run flows on our own ``Connection``.
 
-The connection speaks in futures on its loop thread; the drivers speak in flow replies
-(values, or ZooKeeper errors as *instances*). These few functions bridge the two, so the
-sync and asyncio sessions stay thin. Watch events need no bridge: the connection emits
+The connection answers futures, or a carrier's own reply slots, on its loop thread; the
+drivers speak in flow replies (values, or ZooKeeper errors as *instances*), which those
+slots hold (``_Latch``, ``_Gate``). These few functions bridge the carriers to the
+connection, so the sync and asyncio sessions stay thin. Watch events need no bridge: the connection emits
 the shared vocabulary's ``WatchEvent`` directly.
 """
 
