@@ -12,13 +12,13 @@ from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
 from zklocks._asyncio.carrier import AsyncCarrier
-from zklocks._core.carrying import never_sent, requests_meter, watch_answer
+from zklocks._core.carrying import Replies, never_sent, requests_meter, watch_answer
 from zklocks._core.deadline import Deadline
 from zklocks._core.ops import Reply, Request
 from zklocks._errors import InvalidArgument
 from zklocks._frontend.lockmaker import SessionFactory
 from zklocks._frontend.options import NO_SECURITY, ClientOptions, ConnectionSecurity
-from zklocks._protocol.errors import ClientClosedError, ConnectionFailedError, ZooKeeperError
+from zklocks._protocol.errors import ClientClosedError, ConnectionFailedError
 from zklocks._protocol.records import GetData
 from zklocks._transport import forks
 from zklocks._transport.adapter import connection_failed, facts_of, submit_all
@@ -34,40 +34,25 @@ def _retrieve(future: asyncio.Future[Any]) -> None:
         future.exception()
 
 
-class _Gate:
-    """The replies of one ``call``: one future the caller awaits, answered once every
-    request has its reply.
+class _Gate(Replies):
+    """The replies of one ``call`` (``Replies``): one future the caller awaits, set once
+    every request has its reply.
 
-    The connection answers the gate (a one-request call) or its ``_Slot`` s directly, as
-    it would futures: no future, done-callback and loop turn per request. Those were a
-    tenth of the asyncio client's CPU per request with many tasks. A cancel of the
-    caller cancels only its wait: the requests go on to their replies, which are then
-    dropped, and nothing is left unretrieved (no "exception never retrieved").
+    No future, done-callback and loop turn per request: those were a tenth of the
+    asyncio client's CPU per request with many tasks. A cancel of the caller cancels
+    only its wait: the requests go on to their replies, which are then dropped, and
+    nothing is left unretrieved (no "exception never retrieved").
     """
 
-    __slots__ = ("_future", "_left", "_replies")
+    __slots__ = ("_future", "_left", "_replies", "count")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, count: int) -> None:
         self._future: asyncio.Future[None] = loop.create_future()
         self._replies: list[Reply] = [None] * count
-        self._left = count
+        self._left = self.count = count
 
-    def tokens(self) -> list[Any]:
-        count = len(self._replies)
-        return [self] if count == 1 else [_Slot(self, i) for i in range(count)]
-
-    # the future-like face of a one-request gate (the connection answers it)
     def done(self) -> bool:
         return self._future.done()
-
-    def set_result(self, value: Reply) -> None:
-        self.answer(0, value)
-
-    def set_exception(self, error: BaseException) -> None:
-        if isinstance(error, ZooKeeperError):
-            self.answer(0, error)  # a reply, as the flows read them
-        else:
-            self.fail(error)
 
     def answer(self, index: int, reply: Reply) -> None:
         if self._future.done():
@@ -85,31 +70,6 @@ class _Gate:
     async def replies(self) -> list[Reply]:
         await self._future
         return self._replies
-
-
-class _Slot:
-    """One request's place in a ``_Gate``: the token the connection answers."""
-
-    __slots__ = ("_done", "gate", "index")
-
-    def __init__(self, gate: _Gate, index: int) -> None:
-        self.gate = gate
-        self.index = index
-        self._done = False
-
-    def done(self) -> bool:
-        return self._done or self.gate.done()
-
-    def set_result(self, value: Reply) -> None:
-        self._done = True
-        self.gate.answer(self.index, value)
-
-    def set_exception(self, error: BaseException) -> None:
-        self._done = True
-        if isinstance(error, ZooKeeperError):
-            self.gate.answer(self.index, error)
-        else:
-            self.gate.fail(error)
 
 
 class NativeAsyncCarrier:

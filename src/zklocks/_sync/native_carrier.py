@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from zklocks._core.carrying import never_sent, requests_meter, watch_answer
+from zklocks._core.carrying import Replies, never_sent, requests_meter, watch_answer
 from zklocks._core.deadline import Deadline
 from zklocks._core.ops import Reply, Request
 from zklocks._core.threads import background_thread
@@ -45,14 +45,13 @@ T = TypeVar("T")
 _JOIN_APART = 5.0  # how long close() waits for each cleanup thread (they end at once)
 
 
-class _Latch:
-    """One caller waits for the answers to its requests from the loop thread.
+class _Latch(Replies):
+    """One caller waits for the answers to its requests (``Replies``), given by whoever
+    reads: the caller itself, another caller, or the loop thread.
 
     Lighter than a ``concurrent.futures.Future`` (no Condition, no callbacks list): a
     lock taken at birth and released by the answer. Waiting on it is interruptible
-    (Ctrl-C), and the driver then throws the interruption into the flow. A one-request
-    latch is its own token for the connection (it quacks like a future); a longer one
-    hands out a ``_Slot`` per request.
+    (Ctrl-C), and the driver then throws the interruption into the flow.
     """
 
     __slots__ = ("_answered", "_error", "_left", "_lock", "_replies", "count")
@@ -67,24 +66,11 @@ class _Latch:
         self._error: BaseException | None = None
         self._answered = False
 
-    def tokens(self) -> list[Any]:
-        return [self] if self.count == 1 else [_Slot(self, i) for i in range(self.count)]
-
-    # the future-like face of a one-request latch (called on the loop thread)
     def done(self) -> bool:
         return self._answered
 
-    def set_result(self, value: Reply) -> None:
-        self.answer(0, value)
-
-    def set_exception(self, error: BaseException) -> None:
-        if isinstance(error, ZooKeeperError):
-            self.answer(0, error)
-        else:
-            self.fail(error)
-
     def answer(self, index: int, reply: Reply) -> None:
-        """One request's reply (the loop thread answers them one at a time)."""
+        """One request's reply (whoever reads answers them one at a time)."""
         if self._answered:
             return
         self._replies[index] = reply
@@ -94,6 +80,7 @@ class _Latch:
             self._lock.release()
 
     def set(self, replies: list[Reply]) -> None:
+        """Every reply at once (never sent in time; answered by ``close()``)."""
         if not self._answered:
             self._answered = True
             self._replies = replies
@@ -110,32 +97,6 @@ class _Latch:
         if self._error is not None:
             raise self._error
         return self._replies
-
-
-class _Slot:
-    """One request's place in a ``_Latch``: the token the connection answers."""
-
-    __slots__ = ("_done", "index", "latch")
-    threadsafe = True
-
-    def __init__(self, latch: _Latch, index: int) -> None:
-        self.latch = latch
-        self.index = index
-        self._done = False
-
-    def done(self) -> bool:
-        return self._done or self.latch.done()
-
-    def set_result(self, value: Reply) -> None:
-        self._done = True
-        self.latch.answer(self.index, value)
-
-    def set_exception(self, error: BaseException) -> None:
-        self._done = True
-        if isinstance(error, ZooKeeperError):
-            self.latch.answer(self.index, error)
-        else:
-            self.latch.fail(error)
 
 
 class _Timers:

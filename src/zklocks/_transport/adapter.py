@@ -3,8 +3,8 @@
 The connection answers futures, or a carrier's own reply slots, on its loop thread; the
 drivers speak in flow replies (values, or ZooKeeper errors as *instances*), which those
 slots hold (``_Latch``, ``_Gate``). These few functions bridge the carriers to the
-connection, so the sync and asyncio sessions stay thin. Watch events need no bridge: the connection emits
-the shared vocabulary's ``WatchEvent`` directly.
+connection, so the sync and asyncio sessions stay thin. Watch events need no bridge:
+the connection emits the shared vocabulary's ``WatchEvent`` directly.
 """
 
 from __future__ import annotations
