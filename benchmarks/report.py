@@ -710,7 +710,7 @@ def _section_many(results: dict[str, Any]) -> str:
         record = many.get(variant)
         status = _status(record)
         if status:
-            rows.append([variant, status, "", "", "", "", ""])
+            rows.append([variant, status, "", "", "", "", "", ""])
             continue
         kazoo = variant == "kazoo threads"
         rows.append(
@@ -720,6 +720,7 @@ def _section_many(results: dict[str, Any]) -> str:
                 fmt(_med(record, "requests_per_cycle")),
                 us(_med(record, "cpu_per_cycle")),
                 us(_med(record, "cpu_per_request")),
+                fmt(_med(record, "switches_per_request")),
                 "1" if kazoo else f"{cpu_vs_kazoo(many, variant):.2f}",
                 "1" if kazoo else _x(_rate_ratio(record, many.get("kazoo threads"))),
             ]
@@ -767,8 +768,9 @@ def _section_many(results: dict[str, Any]) -> str:
         f"run (the CPU goals, {MANY_CPU_GOAL_US['threads']} and {MANY_CPU_GOAL_US['asyncio']} "
         f"µs, were set where kazoo's row cost {MANY_CPU_KAZOO_WHEN_SET_US} µs: "
         f"{MANY_CPU_GOAL_US['threads'] / MANY_CPU_KAZOO_WHEN_SET_US:.2f} and "
-        f"{MANY_CPU_GOAL_US['asyncio'] / MANY_CPU_KAZOO_WHEN_SET_US:.2f} of it); *ours/theirs* is "
-        "cycles/s against kazoo with threads.\n\n"
+        f"{MANY_CPU_GOAL_US['asyncio'] / MANY_CPU_KAZOO_WHEN_SET_US:.2f} of it); *context "
+        "switches/request*: the process's, voluntary and not, from `getrusage`; *ours/theirs* "
+        "is cycles/s against kazoo with threads.\n\n"
         + _table(
             [
                 "variant",
@@ -776,6 +778,7 @@ def _section_many(results: dict[str, Any]) -> str:
                 "server requests/cycle",
                 "client CPU/cycle µs",
                 "client CPU/request µs",
+                "context switches/request",
                 "CPU/request vs kazoo threads",
                 "ours/theirs",
             ],
@@ -792,6 +795,19 @@ def cpu_vs_kazoo(many: dict[str, Any], variant: str) -> float:
     if _status(ours) or _status(theirs):
         return math.nan
     return _med(ours, "cpu_per_request") / _med(theirs, "cpu_per_request")
+
+
+def _switches_text(results: dict[str, Any]) -> str:
+    """The thread switches a blocking call costs, against the asyncio row's."""
+    many = results.get("many") or {}
+    threads = _med(many.get("zklocks threads"), "switches_per_request")
+    tasks = _med(many.get("zklocks asyncio"), "switches_per_request")
+    if math.isnan(threads):
+        return "a thread switch, then a wait for the GIL among the 200 threads"
+    return (
+        f"{fmt(threads)} context switches per request (the asyncio row: {fmt(tasks)}), each "
+        "a futex wake, a thread switch and a wait for the GIL among the 200 threads"
+    )
 
 
 def _cpu_share_text(results: dict[str, Any], style: str) -> str:
@@ -1187,11 +1203,11 @@ def _notes(results: dict[str, Any], target_list: list[Target]) -> str:
         ),
         (
             "Many locks, one process (threads): client CPU per request",
-            "callers write their own requests (no hand-off to the loop per call; one that "
-            "finds another writing leaves its frames in that writer's outbox, so nobody waits "
-            "on another's send), but every reply still wakes its caller's thread from the "
-            "loop thread: a thread switch, then a wait for the GIL among the 200 threads; the "
-            "asyncio row, with no thread to wake, shows what the shared Python costs"
+            "callers write their own requests, and a waiting caller reads its own reply "
+            "while no other thread reads (no hand-off to the loop per call), but with 200 "
+            "threads most calls still wait on a latch that another thread answers: "
+            + _switches_text(results)
+            + "; the asyncio row, with no thread to wake, shows what the shared Python costs"
             + _cpu_share_text(results, "threads"),
         ),
         (

@@ -737,6 +737,8 @@ class Bench:
             "cpu_per_cycle": res["cpu"] / max(1, res["cycles"]),
             "cpu_per_request": res["cpu"] / max(1, requests),
             "requests_per_cycle": requests / max(1, res["cycles"]),
+            # thread switches: what a blocking call costs beyond the shared Python
+            "switches_per_request": res.get("switches", math.nan) / max(1, requests),
         }
 
     def async_memory(self) -> dict[str, Any]:

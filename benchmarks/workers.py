@@ -19,6 +19,7 @@ import gc
 import os
 import pstats
 import random
+import resource
 import threading
 import time
 from typing import Any
@@ -40,6 +41,12 @@ def cpu() -> float:
     """CPU seconds (user + system) of this process, all threads."""
     t = os.times()
     return t.user + t.system
+
+
+def switches() -> int:
+    """Context switches of this process so far (all threads, voluntary and not)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_nvcsw + usage.ru_nivcsw
 
 
 def thread_cpu() -> dict[int, float]:
@@ -413,13 +420,20 @@ def many_threads(ctl: Ctl, lib: str, hosts: str, base: str, concurrency: int) ->
         for thread in threads:
             thread.start()
         _sleep_until(go["start"])
-        t0, cpu0 = time.monotonic(), cpu()
+        t0, cpu0, switched = time.monotonic(), cpu(), switches()
         begin.set()
         for thread in threads:
             thread.join()
         elapsed, used = time.monotonic() - t0, cpu() - cpu0
+        switched = switches() - switched
         ctl.sync("done")
-        return {"cycles": sum(counts), "elapsed": elapsed, "cpu": used, "errors": errors[:5]}
+        return {
+            "cycles": sum(counts),
+            "elapsed": elapsed,
+            "cpu": used,
+            "switches": switched,
+            "errors": errors[:5],
+        }
     finally:
         conn.close()
 
@@ -459,11 +473,18 @@ def many_asyncio(ctl: Ctl, hosts: str, base: str, concurrency: int) -> dict[str,
                     counts[i] += 1
 
             await asyncio.sleep(max(0.0, go["start"] - time.monotonic()))
-            t0, cpu0 = time.monotonic(), cpu()
+            t0, cpu0, switched = time.monotonic(), cpu(), switches()
             await asyncio.gather(*(cycle(i) for i in range(concurrency)))
             elapsed, used = time.monotonic() - t0, cpu() - cpu0
+            switched = switches() - switched
             await loop.run_in_executor(None, ctl.sync, "done")
-            return {"cycles": sum(counts), "elapsed": elapsed, "cpu": used, "errors": []}
+            return {
+                "cycles": sum(counts),
+                "elapsed": elapsed,
+                "cpu": used,
+                "switches": switched,
+                "errors": [],
+            }
 
     return asyncio.run(main())
 

@@ -75,6 +75,20 @@ def test_cpu_bounds_restate_the_goal_as_a_share_of_kazoo() -> None:
     assert "70/332 = 0.21 of kazoo's (42% over in those terms)" in asyncio
 
 
+def test_threads_bound_names_the_context_switches_per_request() -> None:
+    results = many_results(zklocks_threads=2e-4, zklocks_asyncio=1.5e-4, kazoo_threads=5e-4)
+    switched = {"zklocks threads": 5.2, "zklocks asyncio": 0.09, "kazoo threads": 7.0}
+    for variant, per_request in switched.items():
+        results["many"][variant]["rounds"][0]["switches_per_request"] = per_request
+    table = report._section_many(results)
+    rows = {line.split(" | ")[0].lstrip("| "): line.split(" | ") for line in table.splitlines()}
+    column = rows["variant"].index("context switches/request")
+    assert [rows[v][column] for v in switched] == ["5.20", "0.09", "7.00"]
+    notes = report._notes(results, report.targets(results)).splitlines()
+    threads = next(n for n in notes if "(threads): client CPU per request" in n)
+    assert "5.20 context switches per request (the asyncio row: 0.09)" in threads
+
+
 def test_cpu_share_is_met_on_a_slow_host_where_the_microseconds_miss() -> None:
     # a host where kazoo costs 1,000 µs: our 250 µs misses 100 µs but is 0.25 < 0.30
     results = many_results(zklocks_threads=2.5e-4, zklocks_asyncio=2e-4, kazoo_threads=1e-3)
