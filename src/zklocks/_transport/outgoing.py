@@ -178,10 +178,11 @@ class Outgoing:
         """Write on the loop thread, holding the lock (with the frame's making), after
         what this turn of the loop made before it."""
         self._liveness.sent(time.monotonic())
-        if self._corked:
+        if self._corked and self._corked_wire is self.wire:
             self._corked.append(frame)
             self._uncork()
         else:
+            self._uncork()  # drops what waited for a wire that has ended meanwhile
             self._write(frame)
 
     def write_soon(self, frame: bytes) -> None:
