@@ -440,6 +440,24 @@ def threaded_proxy(
         loop.close()
 
 
+@contextlib.contextmanager
+def loop_blocked(session: Any, wait: float = 20.0) -> Iterator[None]:
+    """A native sync carrier's loop thread is busy (nothing of the loop's runs) inside
+    the block: what completes meanwhile was done by the calling threads."""
+    busy, release = threading.Event(), threading.Event()
+
+    def occupy() -> None:
+        busy.set()
+        release.wait(wait)
+
+    session._loop.call_soon_threadsafe(occupy)
+    assert busy.wait(wait)
+    try:
+        yield
+    finally:
+        release.set()
+
+
 def native_sync_carrier(client: Any) -> Any:
     """The native carrier under a started sync ``Client`` (its transport's tests)."""
     from zklocks._sync.native_carrier import NativeSyncCarrier

@@ -19,7 +19,6 @@ import random
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -27,7 +26,7 @@ from kazoo.client import KazooClient
 from nemesis.proxy import Proxy
 
 import zklocks
-from helpers import native_sync_carrier, threaded_proxy, until
+from helpers import loop_blocked, native_sync_carrier, threaded_proxy, until
 from zklocks._protocol.errors import ClientClosedError, ConnectionLossError
 from zklocks._protocol.records import Create, GetData, NodeData
 from zklocks._sync.native_carrier import NativeSyncCarrier
@@ -40,23 +39,6 @@ WAIT = 30.0
 
 def _reader(client: zklocks.Client) -> CallerReads:
     return native_sync_carrier(client)._connection._reader
-
-
-@contextlib.contextmanager
-def _loop_blocked(session: NativeSyncCarrier) -> Iterator[None]:
-    """The client's loop thread is busy (nothing of the loop's runs) inside the block."""
-    busy, release = threading.Event(), threading.Event()
-
-    def occupy() -> None:
-        busy.set()
-        release.wait(WAIT)
-
-    session._loop.call_soon_threadsafe(occupy)
-    assert busy.wait(WAIT)
-    try:
-        yield
-    finally:
-        release.set()
 
 
 @pytest.fixture
@@ -129,7 +111,7 @@ def test_a_reply_is_read_by_its_caller_and_the_role_comes_back(
         session = native_sync_carrier(client)
         reader = _reader(client)
         told: queue.Queue[WatchEvent] = queue.Queue()
-        with _loop_blocked(session):
+        with loop_blocked(session, WAIT):
             [reply] = session.call([GetData(base + "/w")], None, told.put)
             assert isinstance(reply, NodeData) and reply.data == b"0"
             assert not reader.reading
@@ -214,7 +196,7 @@ def test_a_reply_and_a_notification_in_one_piece_are_told_in_order(
             order.append("reply")
 
         thread = threading.Thread(target=caller)
-        with _loop_blocked(session):
+        with loop_blocked(session, WAIT):
             thread.start()
             until(lambda: reader.reading)  # the caller waits, holding the role
             until(lambda: len(proxy.held) >= 2)  # its reply, held behind
@@ -376,7 +358,7 @@ def test_without_eventfd_the_loop_reads_and_the_client_works(
     kazoo.create(base + "/n", b"x")
     with zklocks.Client(zk_server.hosts) as client:
         session = native_sync_carrier(client)
-        with _loop_blocked(session):  # nobody but the loop can read: the call waits
+        with loop_blocked(session, WAIT):  # nobody but the loop can read: the call waits
             answered: queue.Queue[Any] = queue.Queue()
             threading.Thread(
                 target=lambda: answered.put(session.call([GetData(base + "/n")], None)),

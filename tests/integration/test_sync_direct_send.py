@@ -19,7 +19,7 @@ import pytest
 from kazoo.client import KazooClient
 
 import zklocks
-from helpers import native_sync_carrier, threaded_proxy, until
+from helpers import loop_blocked, native_sync_carrier, threaded_proxy, until
 from zklocks._protocol.records import Create, Created
 from zklocks._sync.native_carrier import _Timers
 from zklocks._vocabulary import SessionState
@@ -42,27 +42,17 @@ def test_a_call_is_sent_and_answered_on_the_calling_thread_while_the_loop_is_bus
     the loop thread blocked, the call still completes."""
     with zklocks.Client(zk_server.hosts) as client:
         session = native_sync_carrier(client)
-        busy, release = threading.Event(), threading.Event()
-
-        def occupy() -> None:
-            busy.set()
-            release.wait(WAIT)
-
-        session._loop.call_soon_threadsafe(occupy)
-        assert busy.wait(WAIT)
-        replies: list[Any] = []
-        caller = threading.Thread(
-            target=lambda: replies.extend(session.call([Create(base + "/n")], None))
-        )
-        caller.start()
-        try:
+        with loop_blocked(session, WAIT):
+            replies: list[Any] = []
+            caller = threading.Thread(
+                target=lambda: replies.extend(session.call([Create(base + "/n")], None))
+            )
+            caller.start()
             # The loop thread is blocked, so only the caller can have written it, and
             # only the caller can have read the answer.
             until(lambda: kazoo.exists(base + "/n") is not None)
             caller.join(WAIT)
             assert len(replies) == 1 and isinstance(replies[0], Created)
-        finally:
-            release.set()
 
 
 def test_a_write_bigger_than_the_socket_buffer_is_finished_before_any_other(
@@ -82,30 +72,22 @@ def test_a_write_bigger_than_the_socket_buffer_is_finished_before_any_other(
         # caller's write is partial and the loop must send the rest. The loop is
         # kept busy meanwhile, so the rest waits with it when the next call comes.
         proxy_loop.call_soon_threadsafe(proxy.stall)
-        busy, release = threading.Event(), threading.Event()
-
-        def occupy() -> None:
-            busy.set()
-            release.wait(WAIT)
-
-        session._loop.call_soon_threadsafe(occupy)
-        assert busy.wait(WAIT)
         first: list[Any] = []
         second: list[Any] = []
         third: list[Any] = []
         small = [Create(base + "/n-", b"", ephemeral=False, sequential=True)]
 
         def loop_side() -> None:
-            # Runs on the loop after ``occupy``, before the loop's turn to send the
+            # Runs on the loop once it is free again, before its turn to send the
             # rest of the partial write: a write of the loop's own must not cut in.
             future = session._connection.submit(small[0])
             future.add_done_callback(lambda done: third.append(done.exception() or done.result()))
 
-        session._loop.call_soon_threadsafe(loop_side)
-        bulk = [Create(base + "/n-", big, ephemeral=False, sequential=True)] * 12
-        a = threading.Thread(target=lambda: first.extend(session.call(bulk, None)))
-        a.start()
-        try:
+        with loop_blocked(session, WAIT):  # so the rest of the partial write waits
+            session._loop.call_soon_threadsafe(loop_side)
+            bulk = [Create(base + "/n-", big, ephemeral=False, sequential=True)] * 12
+            a = threading.Thread(target=lambda: first.extend(session.call(bulk, None)))
+            a.start()
             until(lambda: session._connection._session.in_flight >= 12)
             # Called while the rest of the first write waits with the loop: it must
             # not overtake it.
@@ -118,8 +100,6 @@ def test_a_write_bigger_than_the_socket_buffer_is_finished_before_any_other(
                     or len(session._pending) > 0
                 )
             )
-        finally:
-            release.set()
         proxy_loop.call_soon_threadsafe(proxy.unstall)
         a.join(WAIT)
         b.join(WAIT)
