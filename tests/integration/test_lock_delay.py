@@ -72,6 +72,21 @@ def _timed_command(hosts: str, verb: str, path: str) -> Any:
     )  # fmt: skip
 
 
+def _giving_up(lock: Any, timeout: float) -> tuple[threading.Thread, list[float]]:
+    """Wait for ``lock`` in a thread until ``timeout`` runs out (``LockTimeout``); the
+    list gets the instant it gave up."""
+    gave_up: list[float] = []
+
+    def give_up() -> None:
+        with pytest.raises(zklocks.LockTimeout):
+            lock.acquire(timeout=timeout)
+        gave_up.append(time.monotonic())
+
+    thread = threading.Thread(target=give_up, daemon=True)
+    thread.start()
+    return thread, gave_up
+
+
 def _wait_queued(client: zklocks.Client, path: str, count: int) -> None:
     deadline = time.monotonic() + 10
     while len(client.lock(path).contenders()) < count:
@@ -345,15 +360,7 @@ def test_a_waiter_giving_up_during_the_delay_does_not_start_a_new_one_for_the_ne
     path = unique("give-up")
     holder.lock(path).acquire(timeout=5)
     with zklocks.Client(zk_server.hosts) as second:
-        gave_up: list[float] = []
-
-        def give_up() -> None:
-            with pytest.raises(zklocks.LockTimeout):
-                first.lock(path, lock_delay=long).acquire(timeout=2.0)
-            gave_up.append(time.monotonic())
-
-        giving_up = threading.Thread(target=give_up, daemon=True)
-        giving_up.start()
+        giving_up, gave_up = _giving_up(first.lock(path, lock_delay=long), 2.0)
         _wait_queued(first, path, 2)
         thread, got = _granted_in_thread(second.lock(path, lock_delay=long))
         _wait_queued(first, path, 3)

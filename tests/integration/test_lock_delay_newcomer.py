@@ -15,13 +15,12 @@ before ``started + DELAY`` would break the rule.
 
 from __future__ import annotations
 
-import threading
 import time
 from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
-from test_lock_delay import DELAY_KINDS, _requests, _wait_queued, make, unique
+from test_lock_delay import DELAY_KINDS, _giving_up, _requests, _wait_queued, make, unique
 
 import zklocks
 import zklocks.metrics
@@ -163,15 +162,7 @@ def test_a_waiter_giving_up_ahead_of_a_newcomer_does_not_restart_its_delay(
     ):
         path = unique("starvation")
         holder.lock(path).acquire(timeout=5)
-        gave_up: list[float] = []
-
-        def give_up() -> None:
-            with pytest.raises(zklocks.LockTimeout):
-                first.lock(path, lock_delay=long).acquire(timeout=2.0)
-            gave_up.append(time.monotonic())
-
-        giving_up = threading.Thread(target=give_up, daemon=True)
-        giving_up.start()
+        giving_up, gave_up = _giving_up(first.lock(path, lock_delay=long), 2.0)
         _wait_queued(second, path, 2)
         expire_session(holder, zk_server.hosts)
         deadline = time.monotonic() + 10
